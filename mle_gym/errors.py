@@ -1,0 +1,81 @@
+"""Typed harness errors: each names the subject, what was expected, what was seen, and the remedy."""
+
+from __future__ import annotations
+
+
+class MLEGymError(Exception):
+    """Base class of every error mle-gym raises on purpose."""
+
+
+class SandboxError(MLEGymError, RuntimeError):
+    """The sandbox (container or local workspace) failed: a harness fault, never the agent's."""
+
+
+class SandboxStartError(SandboxError):
+    """The sandbox could not be started."""
+
+
+class DockerUnavailableError(SandboxStartError, ConnectionError):
+    """No Docker daemon could be reached."""
+
+
+class ImageNotFoundError(SandboxStartError, LookupError):
+    """The sandbox image is not present in the local Docker engine."""
+
+    def __str__(self) -> str:  # LookupError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class GPUUnavailableError(SandboxStartError):
+    """GPUs were asked for but the daemon cannot provide them."""
+
+
+class ContainerDiedError(SandboxError):
+    """The container stopped or vanished while an episode was using it."""
+
+
+class ShellDiedError(SandboxError):
+    """The persistent shell inside the sandbox exited or stopped answering."""
+
+
+class SandboxTimeoutError(SandboxError, TimeoutError):
+    """A harness operation (not an agent command) took longer than allowed."""
+
+
+class SandboxPathError(MLEGymError, ValueError):
+    """A path given to a file operation lies outside the sandbox's folders."""
+
+
+class CompetitionNotFoundError(MLEGymError, KeyError):
+    """No competition has that id or alias."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DatasetNotPreparedError(MLEGymError, FileNotFoundError):
+    """The dataset asked for has not been prepared on this machine."""
+
+
+class PrepareError(MLEGymError, RuntimeError):
+    """Preparing a competition's data failed."""
+
+
+class KaggleCredentialsError(PrepareError):
+    """Kaggle credentials are missing, or the competition's rules were not accepted."""
+
+
+class GradingError(MLEGymError, RuntimeError):
+    """The grader itself failed (missing answers, a bug): never scored as the agent's failure."""
+
+
+class InvalidSubmissionError(MLEGymError, ValueError):
+    """A submission does not have the format the competition requires (the agent's fault)."""
+
+
+class EpisodeEndedError(MLEGymError, RuntimeError):
+    """step() was called after the episode ended, or before reset()."""
+
+
+class TrajectoryError(MLEGymError, ValueError):
+    """A trajectory file could not be read or does not match the schema."""

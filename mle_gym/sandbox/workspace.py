@@ -1,0 +1,305 @@
+"""Shared machinery of backends whose four folders are host folders (local, Docker bind mounts).
+
+File operations run on the host over those folders, with every path resolved by hand so that
+a symbolic link made by the agent can never lead the host outside them. Commands run in the
+persistent shell with their output redirected to a file in the logs folder, which the host
+reads back by head and tail: output of any size never crosses the pty or fills host memory.
+"""
+
+from __future__ import annotations
+
+import abc
+import errno
+import logging
+import os
+import posixpath
+import shutil
+import stat
+import time
+from pathlib import Path
+
+from mle_gym.errors import SandboxPathError
+from mle_gym.sandbox.base import DirEntry, ExecResult, Sandbox, SandboxPaths
+from mle_gym.sandbox.session import MAX_INLINE_BYTES, ShellSession, ansi_c_quote, sh_quote
+
+log = logging.getLogger(__name__)
+
+OUTPUT_DIR = "outputs"  # under the logs folder: full outputs of truncated commands
+_MAX_LINKS = 40
+
+
+class WorkspaceSandbox(Sandbox):
+    """A sandbox whose folders are host folders mapped to agent paths.
+
+    Subclasses set `paths`, `_roots` (agent folder -> host folder) and the agent's uid/gid,
+    and provide `_make_session()` and `_kill_all_agent_processes()`.
+    """
+
+    paths: SandboxPaths
+    _roots: dict[str, Path]
+    _agent_uid: int | None = None
+    _agent_gid: int | None = None
+
+    def __init__(self) -> None:
+        self._session: ShellSession | None = None
+        self._exec_count = 0
+
+    # -- hooks for backends ------------------------------------------------------------
+    @abc.abstractmethod
+    def _make_session(self) -> ShellSession:
+        """A (not yet started) shell session in the code folder."""
+
+    @abc.abstractmethod
+    def _kill_all_agent_processes(self) -> None:
+        """Kill every process the agent started, background jobs included."""
+
+    # -- the shell ---------------------------------------------------------------------
+    def _ensure_session(self) -> ShellSession:
+        if self._session is None:
+            self._session = self._make_session()
+        if not self._session.alive():
+            self._session.start()
+        return self._session
+
+    def _restart_shell(self) -> None:
+        if self._session is not None:
+            if self._session.shell_pid is not None:
+                self._kill_all_agent_processes()
+            self._session.close()
+            self._session = None
+        self._ensure_session()
+
+    def _wipe_writable(self) -> None:
+        for key in ("submission", "code", "logs"):
+            host = self._roots[getattr(self.paths, key)]
+            if host.is_symlink() or not host.is_dir():
+                if host.is_symlink() or host.exists():
+                    host.unlink()
+                host.mkdir(parents=True)
+                self._chown(host)
+                continue
+            for child in host.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+        self._exec_count = 0
+
+    def _output_dir(self) -> Path:
+        """Host folder for command output, recreated if the agent removed or replaced it."""
+        logs = self._roots[self.paths.logs]
+        out = logs / OUTPUT_DIR
+        if out.is_symlink() or (out.exists() and not out.is_dir()):
+            out.unlink()
+        if not out.is_dir():
+            out.mkdir(parents=True, exist_ok=True)
+            self._chown(out)
+        return out
+
+    def exec(self, command: str, *, timeout_s: float, max_output_bytes: int) -> ExecResult:
+        session = self._ensure_session()
+        self._exec_count += 1
+        name = f"cmd-{self._exec_count:05d}.txt"
+        out_host = self._output_dir() / name
+        out_agent = posixpath.join(self.paths.logs, OUTPUT_DIR, name)
+        quoted = ansi_c_quote(command)
+        if len(quoted.encode()) > MAX_INLINE_BYTES:
+            script_host = self._output_dir() / f"cmd-{self._exec_count:05d}.sh"
+            self._write_host(script_host, command.encode())
+            body = f". {sh_quote(posixpath.join(self.paths.logs, OUTPUT_DIR, script_host.name))}"
+        else:
+            body = f"eval {quoted}"
+            script_host = None
+        line = f"{{ {body}; }} > {sh_quote(out_agent)} 2>&1 < /dev/null"
+        started = time.monotonic()
+        outcome = session.run(line, timeout_s=timeout_s)
+        duration = time.monotonic() - started
+        if script_host is not None:
+            self._unlink_quietly(script_host)
+        head, tail, total = self._read_output(out_host, max_output_bytes)
+        truncated = total > max_output_bytes
+        if not truncated:
+            self._unlink_quietly(out_host)
+        return ExecResult(
+            head=head, tail=tail, truncated=truncated, total_bytes=total,
+            saved_path=out_agent if truncated else None, exit_code=outcome.exit_code,
+            timed_out=outcome.timed_out, duration_s=duration, shell_restarted=outcome.restarted,
+            restart_reason=outcome.restart_reason,
+        )
+
+    def _read_output(self, host: Path, cap: int) -> tuple[str, str, int]:
+        try:
+            fd = os.open(host, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return "", "", 0  # the command removed its own output file, or never ran
+        with os.fdopen(fd, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return "", "", 0
+            if size <= cap:
+                return handle.read(cap).decode("utf-8", "replace"), "", size
+            half = max(cap // 2, 1)
+            head = handle.read(half)
+            handle.seek(size - half)
+            tail = handle.read(half)
+        return head.decode("utf-8", "replace"), tail.decode("utf-8", "replace"), size
+
+    # -- paths -------------------------------------------------------------------------
+    def resolve(self, path: str) -> str:
+        if not isinstance(path, str) or not path.strip():
+            raise SandboxPathError(f"expected a non-empty path, got {path!r}")
+        if "\x00" in path:
+            raise SandboxPathError("a path cannot contain a NUL byte")
+        joined = path if path.startswith("/") else posixpath.join(self.paths.code, path)
+        norm = posixpath.normpath(joined)
+        if norm.startswith("//"):
+            norm = norm[1:]
+        if self._root_of(norm) is None:
+            raise SandboxPathError(self._outside_message(path))
+        return norm
+
+    def _outside_message(self, path: str) -> str:
+        roots = ", ".join(self.paths.as_dict().values())
+        return f"path {path!r} is outside the sandbox folders; use a path under one of: {roots}"
+
+    def _root_of(self, agent_path: str) -> str | None:
+        for root in self._roots:
+            if agent_path == root or agent_path.startswith(root.rstrip("/") + "/"):
+                return root
+        return None
+
+    def _host_path(self, path: str, *, follow_last: bool = True) -> tuple[Path, str]:
+        """Map an agent path to its host path, following links only within the folders.
+
+        Returns the host path and the agent root it lies under.
+        """
+        agent = self.resolve(path)
+        links = 0
+        while True:
+            root = self._root_of(agent)
+            if root is None:
+                raise SandboxPathError(self._outside_message(path))
+            rel = agent[len(root):].strip("/")
+            host = self._roots[root]
+            parts = [p for p in rel.split("/") if p]
+            current_agent = root
+            redirected = False
+            for i, part in enumerate(parts):
+                candidate = host / part
+                current_agent = posixpath.join(current_agent, part)
+                last = i == len(parts) - 1
+                if candidate.is_symlink() and (follow_last or not last):
+                    links += 1
+                    if links > _MAX_LINKS:
+                        raise SandboxPathError(f"too many symbolic links in {path!r}")
+                    target = os.readlink(candidate)
+                    base = posixpath.dirname(current_agent)
+                    joined = target if target.startswith("/") else posixpath.join(base, target)
+                    rest = "/".join(parts[i + 1 :])
+                    agent = posixpath.normpath(posixpath.join(joined, rest) if rest else joined)
+                    redirected = True
+                    break
+                host = candidate
+            if not redirected:
+                return host, root
+
+    def _is_read_only(self, root: str) -> bool:
+        return root == self.paths.data
+
+    # -- files -------------------------------------------------------------------------
+    def read_file(self, path: str, *, max_bytes: int | None = None) -> tuple[bytes, int]:
+        host, _root = self._host_path(path)
+        if host.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", path)
+        try:
+            fd = os.open(host, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, "no such file", path) from None
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
+            data = handle.read() if max_bytes is None else handle.read(max_bytes)
+        return data, info.st_size
+
+    def write_file(self, path: str, data: bytes) -> None:
+        host, root = self._host_path(path)
+        if self._is_read_only(root):
+            raise PermissionError(errno.EROFS, "the data folder is read-only", path)
+        if host.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", path)
+        self._make_parents(host, self._roots[root])
+        self._write_host(host, data)
+
+    def _make_parents(self, host: Path, root_host: Path) -> None:
+        missing = []
+        parent = host.parent
+        while not parent.exists() and parent != root_host:
+            missing.append(parent)
+            parent = parent.parent
+        if parent.exists() and not parent.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "a parent is a file, not a folder", str(parent))
+        for folder in reversed(missing):
+            folder.mkdir()
+            self._chown(folder)
+
+    def _write_host(self, host: Path, data: bytes) -> None:
+        if host.is_symlink():
+            host.unlink()
+        tmp = host.with_name(f".{host.name}.mle-tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        self._chown(tmp)
+        os.replace(tmp, host)
+
+    def list_dir(self, path: str) -> list[DirEntry]:
+        host, _root = self._host_path(path)
+        if not host.exists():
+            raise FileNotFoundError(errno.ENOENT, "no such folder", path)
+        if not host.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "is a file, not a folder", path)
+        entries = []
+        for child in sorted(host.iterdir(), key=lambda p: p.name):
+            info = child.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                kind = "symlink"
+            elif stat.S_ISDIR(info.st_mode):
+                kind = "dir"
+            elif stat.S_ISREG(info.st_mode):
+                kind = "file"
+            else:
+                kind = "other"
+            entries.append(DirEntry(name=child.name, kind=kind, size=info.st_size))
+        return entries
+
+    def fetch_file(self, path: str, dest: Path) -> bool:
+        try:
+            data_host, _root = self._host_path(path)
+            fd = os.open(data_host, os.O_RDONLY | os.O_NOFOLLOW)
+        except (FileNotFoundError, SandboxPathError, NotADirectoryError):
+            return False
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOENT, errno.ENOTDIR):
+                return False
+            raise
+        with os.fdopen(fd, "rb") as src:
+            if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+                return False
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with open(dest, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+        return True
+
+    # -- helpers -----------------------------------------------------------------------
+    def _chown(self, host: Path) -> None:
+        if self._agent_uid is None or os.geteuid() != 0:
+            return
+        os.chown(host, self._agent_uid, self._agent_gid if self._agent_gid is not None else -1, follow_symlinks=False)
+
+    @staticmethod
+    def _unlink_quietly(host: Path) -> None:
+        try:
+            host.unlink()
+        except FileNotFoundError:
+            pass
