@@ -1,0 +1,222 @@
+"""The competition registry: metadata, descriptions, data preparation and grading per competition.
+
+Installed as `mle_gym.competitions`. Each competition is a folder `<kaggle-id>/` beside this
+file holding `metadata.json` (validated by `CompetitionMetadata`), `description.md` (our own
+words), and `competition.py` with:
+
+- `generate_sample(public: Path, private: Path, seed: int) -> None` — a small synthetic
+  dataset in exactly the real public/private layout and columns, deterministic per seed;
+- `prepare(raw: Path, public: Path, private: Path) -> None` — MLE-bench's split of the
+  extracted Kaggle download into public files and private answers;
+- optionally `validate(submission, answers) -> aligned submission` and
+  `score(aligned_submission, answers) -> float` when the defaults (columns, ids and value
+  checks from the metadata; the metric named in the metadata) do not fit.
+
+Leaderboard figures of all MLE-bench competitions live in `figures.json` (rebuilt by
+`build_figures.py`), so every competition has its thresholds even before it has a folder.
+Never imports sandboxes or environments.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.util
+import json
+import types
+from pathlib import Path
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+from mle_gym.errors import CompetitionNotFoundError, GradingError
+from mle_gym.grading import GradeReport, LeaderboardFigures, grade_submission
+from mle_gym.grading.metrics import get_metric
+from mle_gym.grading.validation import align_to_answers, check_columns, check_ids, check_numeric
+
+HERE = Path(__file__).resolve().parent
+
+
+class CompetitionFigures(BaseModel):
+    """One row of `figures.json`: what MLE-bench knows about a competition."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    complexity: str
+    lite: bool
+    in_split75: bool
+    dev: bool
+    metric: str
+    category: str | None = None
+    dataset_size_gb: float | None = None
+    leaderboard: LeaderboardFigures
+
+
+class CompetitionMetadata(BaseModel):
+    """`metadata.json` of a competition folder."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(description="the Kaggle competition id, e.g. aerial-cactus-identification")
+    alias: str = Field(description="short env alias, e.g. aerial-cactus")
+    title: str
+    category: str
+    metric: str = Field(description="a name from mle_gym.grading.metrics")
+    id_column: str
+    target_columns: list[str]
+    answers_file: str = "answers.csv"
+    sample_submission_file: str = "sample_submission.csv"
+    submission_file: str = "submission.csv"
+    value_range: tuple[float, float] | None = Field(
+        default=None, description="allowed range of numeric predictions, when the metric needs one"
+    )
+    numeric_targets: bool = True
+    rules_url: str | None = None
+
+
+@functools.lru_cache(maxsize=1)
+def _all_figures() -> dict[str, CompetitionFigures]:
+    raw = json.loads((HERE / "figures.json").read_text())
+    return {cid: CompetitionFigures.model_validate(row) for cid, row in raw.items()}
+
+
+def list_figures() -> dict[str, CompetitionFigures]:
+    """Leaderboard figures of every MLE-bench competition, by Kaggle id."""
+    return dict(_all_figures())
+
+
+class Competition:
+    """One registered competition: its metadata, description, data code and grader."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.metadata = CompetitionMetadata.model_validate_json((folder / "metadata.json").read_text())
+        if self.metadata.id != folder.name:
+            raise ValueError(f"{folder}/metadata.json has id {self.metadata.id!r}; expected the folder name")
+        figures = _all_figures().get(self.metadata.id)
+        if figures is None:
+            raise ValueError(f"{self.metadata.id} has no row in figures.json; rerun competitions/build_figures.py")
+        self.figures = figures
+
+    def __repr__(self) -> str:
+        return f"Competition({self.id!r})"
+
+    @property
+    def id(self) -> str:
+        return self.metadata.id
+
+    @property
+    def alias(self) -> str:
+        return self.metadata.alias
+
+    @property
+    def leaderboard(self) -> LeaderboardFigures:
+        return self.figures.leaderboard
+
+    @property
+    def is_lower_better(self) -> bool:
+        return self.figures.leaderboard.is_lower_better
+
+    def description(self) -> str:
+        return (self.folder / "description.md").read_text()
+
+    @functools.cached_property
+    def module(self) -> types.ModuleType:
+        path = self.folder / "competition.py"
+        name = "mle_gym.competitions._" + self.id.replace("-", "_")
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    # -- data ----------------------------------------------------------------------------
+    def generate_sample(self, public: Path, private: Path, seed: int) -> None:
+        self.module.generate_sample(public, private, seed)
+
+    def prepare(self, raw: Path, public: Path, private: Path) -> None:
+        self.module.prepare(raw, public, private)
+
+    # -- grading -------------------------------------------------------------------------
+    def load_answers(self, private: Path) -> pd.DataFrame:
+        path = private / self.metadata.answers_file
+        if not path.is_file():
+            raise GradingError(
+                f"the answers of {self.id} are missing: expected {path}. "
+                f"Prepare the data again (`mle-gym prepare {self.id}`)."
+            )
+        return pd.read_csv(path, low_memory=False)
+
+    def validate(self, submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+        custom = getattr(self.module, "validate", None)
+        if custom is not None:
+            return custom(submission, answers)
+        meta = self.metadata
+        check_columns(submission, [meta.id_column, *meta.target_columns])
+        check_ids(submission, answers, meta.id_column)
+        if meta.numeric_targets:
+            low, high = meta.value_range if meta.value_range else (None, None)
+            check_numeric(submission, meta.target_columns, low=low, high=high)
+        return align_to_answers(submission, answers, meta.id_column)
+
+    def score(self, aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
+        custom = getattr(self.module, "score", None)
+        if custom is not None:
+            return float(custom(aligned, answers))
+        metric = get_metric(self.metadata.metric)
+        return metric(aligned, answers, self.metadata.id_column, self.metadata.target_columns)
+
+    def grade(self, submission_path: Path | None, private: Path, *, sample_data: bool) -> GradeReport:
+        """Grade a submission file (on the host) against the answers in `private`."""
+        return grade_submission(
+            submission_path, self.load_answers(private), competition_id=self.id,
+            figures=self.leaderboard, validate=self.validate, score=self.score, sample_data=sample_data,
+        )
+
+
+@functools.lru_cache(maxsize=1)
+def _registry() -> dict[str, Competition]:
+    found = {}
+    for folder in sorted(HERE.iterdir()):
+        if folder.is_dir() and (folder / "metadata.json").is_file():
+            comp = Competition(folder)
+            found[comp.id] = comp
+    return found
+
+
+def list_competitions() -> list[Competition]:
+    """Every competition with a folder (ready to run), sorted by id."""
+    return list(_registry().values())
+
+
+def find_competition(name: str) -> Competition | None:
+    """A competition by Kaggle id or alias (an `mle/` prefix is allowed), or None."""
+    key = name.removeprefix("mle/")
+    registry = _registry()
+    if key in registry:
+        return registry[key]
+    for comp in registry.values():
+        if comp.alias == key:
+            return comp
+    return None
+
+
+def get_competition(name: str) -> Competition:
+    """Like find_competition, but raises CompetitionNotFoundError with the nearest names."""
+    comp = find_competition(name)
+    if comp is not None:
+        return comp
+    names = [n for c in _registry().values() for n in (c.id, c.alias)]
+    close = difflib.get_close_matches(name.removeprefix("mle/"), names, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    if name.removeprefix("mle/") in _all_figures():
+        hint = "; it is an MLE-bench competition that mle-gym does not package yet"
+    raise CompetitionNotFoundError(
+        f"no competition {name!r}{hint} (`mle-gym list` shows the {len(registry_ids())} available)"
+    )
+
+
+def registry_ids() -> list[str]:
+    return sorted(_registry())

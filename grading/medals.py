@@ -1,0 +1,112 @@
+"""Kaggle's medal rules: thresholds from the number of teams, medals and percentiles from a score."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Medal = Literal["gold", "silver", "bronze", "none"]
+SCORE_DECIMALS = 5
+
+
+def round_score(score: float) -> float:
+    return round(float(score), SCORE_DECIMALS)
+
+
+def medal_ranks(n_teams: int) -> tuple[int, int, int]:
+    """The worst rank that still earns gold, silver and bronze among `n_teams` (Kaggle's table)."""
+    if n_teams < 1:
+        raise ValueError(f"a leaderboard needs at least one team, got n_teams={n_teams}")
+    if n_teams < 100:
+        return max(int(n_teams * 0.1), 1), max(int(n_teams * 0.2), 1), max(int(n_teams * 0.4), 1)
+    if n_teams < 250:
+        return 10, int(n_teams * 0.2), int(n_teams * 0.4)
+    if n_teams < 1000:
+        return 10 + int(n_teams * 0.002), 50, 100
+    return 10 + int(n_teams * 0.002), int(n_teams * 0.05), int(n_teams * 0.1)
+
+
+class LeaderboardFigures(BaseModel):
+    """A competition's public leaderboard, reduced to what grading needs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_teams: int | None = Field(description="teams on the leaderboard; None when unknown")
+    is_lower_better: bool
+    gold_threshold: float
+    silver_threshold: float
+    bronze_threshold: float
+    median_threshold: float
+    top_score: float | None = None
+    bottom_score: float | None = None
+    score_quantiles: list[float] = Field(
+        default_factory=list,
+        description="scores at 0%, 1%, ..., 100% of the ranking, best first (empty when unknown)",
+    )
+    verified: bool = True
+
+
+def thresholds_from_scores(scores: Sequence[float], is_lower_better: bool) -> dict[str, float]:
+    """Gold, silver, bronze and median thresholds of a leaderboard, as MLE-bench computes them."""
+    ranked = sorted((float(s) for s in scores), reverse=not is_lower_better)
+    n = len(ranked)
+    gold, silver, bronze = medal_ranks(n)
+    mid = n // 2
+    median = ranked[mid] if n % 2 else (ranked[mid - 1] + ranked[mid]) / 2
+    return {
+        "gold_threshold": ranked[gold - 1],
+        "silver_threshold": ranked[silver - 1],
+        "bronze_threshold": ranked[bronze - 1],
+        "median_threshold": median,
+    }
+
+
+def score_quantiles(scores: Sequence[float], is_lower_better: bool, points: int = 101) -> list[float]:
+    """Scores at evenly spaced positions of the ranking, best first."""
+    ranked = sorted((float(s) for s in scores), reverse=not is_lower_better)
+    if not ranked:
+        return []
+    last = len(ranked) - 1
+    return [ranked[round(i * last / (points - 1))] for i in range(points)]
+
+
+def _beats_or_ties(score: float, threshold: float, is_lower_better: bool) -> bool:
+    return score <= threshold if is_lower_better else score >= threshold
+
+
+def medal_for_score(score: float, figures: LeaderboardFigures) -> Medal:
+    """The medal a (rounded) score earns; a score equal to a threshold earns it."""
+    value = round_score(score)
+    lower = figures.is_lower_better
+    if _beats_or_ties(value, round_score(figures.gold_threshold), lower):
+        return "gold"
+    if _beats_or_ties(value, round_score(figures.silver_threshold), lower):
+        return "silver"
+    if _beats_or_ties(value, round_score(figures.bronze_threshold), lower):
+        return "bronze"
+    return "none"
+
+
+def above_median(score: float, figures: LeaderboardFigures) -> bool:
+    """Strictly better than the leaderboard's median."""
+    value, median = round_score(score), round_score(figures.median_threshold)
+    return value < median if figures.is_lower_better else value > median
+
+
+def percentile_for_score(score: float, figures: LeaderboardFigures) -> float | None:
+    """Share of the leaderboard (0..1) that the score beats; ties count as half beaten."""
+    table = figures.score_quantiles
+    if not table or not math.isfinite(score):
+        return None
+    value = round_score(score)
+    # Work in "higher is better" so one bisect serves both directions.
+    keyed = sorted(-s if figures.is_lower_better else s for s in table)
+    key = -value if figures.is_lower_better else value
+    below = bisect.bisect_left(keyed, key)
+    at_or_below = bisect.bisect_right(keyed, key)
+    share = (below + at_or_below) / 2 / len(keyed)
+    return min(max(share, 0.0), 1.0)

@@ -1,0 +1,111 @@
+"""Every packaged competition keeps the registry's contract, on its own sample data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mle_gym.competitions import Competition, list_competitions
+from mle_gym.competitions.datasets import ensure_sample_data, prepare_from_raw
+
+COMPETITIONS = list_competitions()
+IDS = [c.id for c in COMPETITIONS]
+
+
+def _write(frame: pd.DataFrame, tmp_path: Path) -> Path:
+    path = tmp_path / "submission.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture(params=COMPETITIONS, ids=IDS)
+def comp(request: pytest.FixtureRequest) -> Competition:
+    return request.param
+
+
+def test_description_and_metadata(comp: Competition) -> None:
+    text = comp.description()
+    assert len(text) > 400, "the description must explain task, files, metric and submission"
+    assert comp.metadata.id_column in text
+    assert comp.alias != comp.id
+
+
+def test_answers_score_best_possible(comp: Competition, tmp_path: Path) -> None:
+    data = ensure_sample_data(comp, seed=0)
+    answers = comp.load_answers(data.private)
+    columns = [comp.metadata.id_column, *comp.metadata.target_columns]
+    report = comp.grade(_write(answers[columns], tmp_path), data.private, sample_data=True)
+    assert report.valid_submission, report.reason
+    assert report.sample_data
+    best = comp.leaderboard.top_score if comp.leaderboard.top_score is not None else None
+    if comp.is_lower_better:
+        assert report.score == pytest.approx(0.0, abs=1e-6)
+    else:
+        assert report.score == pytest.approx(1.0, abs=1e-6), best
+
+
+def test_sample_submission_is_valid_and_low(comp: Competition, tmp_path: Path) -> None:
+    data = ensure_sample_data(comp, seed=0)
+    report = comp.grade(data.public / comp.metadata.sample_submission_file, data.private, sample_data=True)
+    assert report.valid_submission, report.reason
+    assert report.medal == "none"
+    answers = comp.load_answers(data.private)
+    columns = [comp.metadata.id_column, *comp.metadata.target_columns]
+    perfect = comp.grade(_write(answers[columns], tmp_path), data.private, sample_data=True)
+    assert report.score != perfect.score
+
+
+def test_broken_submissions_are_rejected_with_reasons(comp: Competition, tmp_path: Path) -> None:
+    data = ensure_sample_data(comp, seed=0)
+    sample = pd.read_csv(data.public / comp.metadata.sample_submission_file)
+    id_col, target = comp.metadata.id_column, comp.metadata.target_columns[0]
+    cases = {
+        "missing column": sample.drop(columns=[target]),
+        "extra rows": pd.concat([sample, sample.iloc[:3]]),
+        "missing rows": sample.iloc[:-2],
+        "wrong ids": sample.assign(**{id_col: [f"nope-{i}" for i in range(len(sample))]}),
+        "nan": sample.assign(**{target: [float("nan")] * len(sample)}),
+    }
+    for name, frame in cases.items():
+        report = comp.grade(_write(frame, tmp_path), data.private, sample_data=True)
+        assert not report.valid_submission, name
+        assert report.reason, name
+        assert report.score is None and report.medal == "none", name
+    missing = comp.grade(tmp_path / "absent.csv", data.private, sample_data=True)
+    assert not missing.submission_exists and not missing.valid_submission
+
+
+def test_sample_data_is_deterministic(comp: Competition, tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder in (a, b):
+        (folder / "public").mkdir(parents=True)
+        (folder / "private").mkdir()
+        comp.generate_sample(folder / "public", folder / "private", 7)
+    files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    files_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    assert files_a == files_b
+    for rel in files_a:
+        if rel.suffix == ".csv":
+            assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+
+
+def test_prepare_from_synthetic_raw_download(comp: Competition, tmp_path: Path) -> None:
+    make_raw = getattr(comp.module, "make_raw", None)
+    if make_raw is None:
+        pytest.fail(f"{comp.id}/competition.py needs make_raw(raw, seed) to test prepare()")
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    make_raw(raw, 0)
+    data = prepare_from_raw(comp, raw, root=tmp_path / "root")
+    sample = ensure_sample_data(comp, seed=0)
+    public_real = sorted(p.name for p in data.public.iterdir())
+    public_sample = sorted(p.name for p in sample.public.iterdir())
+    assert public_real == public_sample, "sample data must have the real public layout"
+    answers = comp.load_answers(data.private)
+    sub = pd.read_csv(data.public / comp.metadata.sample_submission_file)
+    assert list(sub.columns) == list(pd.read_csv(sample.public / comp.metadata.sample_submission_file).columns)
+    assert set(sub[comp.metadata.id_column].astype(str)) == set(answers[comp.metadata.id_column].astype(str))
+    report = comp.grade(data.public / comp.metadata.sample_submission_file, data.private, sample_data=False)
+    assert report.valid_submission, report.reason
