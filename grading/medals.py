@@ -18,7 +18,11 @@ def round_score(score: float) -> float:
 
 
 def medal_ranks(n_teams: int) -> tuple[int, int, int]:
-    """The worst rank that still earns gold, silver and bronze among `n_teams` (Kaggle's table)."""
+    """The worst rank that still earns gold, silver and bronze among `n_teams` (Kaggle's table).
+
+    `int()` truncates; below 10 teams a share can truncate to 0, and MLE-bench then uses
+    rank 1 (the top team), which we follow.
+    """
     if n_teams < 1:
         raise ValueError(f"a leaderboard needs at least one team, got n_teams={n_teams}")
     if n_teams < 100:
@@ -50,9 +54,36 @@ class LeaderboardFigures(BaseModel):
     verified: bool = True
 
 
+def _finite_scores(scores: Sequence[float]) -> list[float]:
+    values = [float(s) for s in scores]
+    bad = [v for v in values if not math.isfinite(v)]
+    if bad:
+        raise ValueError(f"leaderboard scores must be finite; found {len(bad)} NaN or infinite value(s)")
+    if not values:
+        raise ValueError("a leaderboard needs at least one score, got none")
+    return values
+
+
+def is_lower_better_from_scores(scores: Sequence[float]) -> bool:
+    """A leaderboard's direction as MLE-bench infers it: the first (top) row beats the last.
+
+    `scores` must be in the leaderboard's own order, best first. Equal first and last scores
+    read as "higher is better", as in MLE-bench.
+    """
+    values = _finite_scores(scores)
+    return values[0] < values[-1]
+
+
 def thresholds_from_scores(scores: Sequence[float], is_lower_better: bool) -> dict[str, float]:
-    """Gold, silver, bronze and median thresholds of a leaderboard, as MLE-bench computes them."""
-    ranked = sorted((float(s) for s in scores), reverse=not is_lower_better)
+    """Gold, silver, bronze and median thresholds of a leaderboard, as MLE-bench computes them.
+
+    Every score is one team (N = len(scores)). The medal thresholds are the scores at the
+    ranks of `medal_ranks(N)` once the scores are ranked best first (a leaderboard snapshot is
+    already in that order; sorting makes the result independent of it). The median is the
+    plain median of all scores (the mean of the middle two for even N), which does not depend
+    on the direction.
+    """
+    ranked = sorted(_finite_scores(scores), reverse=not is_lower_better)
     n = len(ranked)
     gold, silver, bronze = medal_ranks(n)
     mid = n // 2
@@ -79,21 +110,30 @@ def _beats_or_ties(score: float, threshold: float, is_lower_better: bool) -> boo
 
 
 def medal_for_score(score: float, figures: LeaderboardFigures) -> Medal:
-    """The medal a (rounded) score earns; a score equal to a threshold earns it."""
+    """The medal a score earns; a score equal to a threshold earns it.
+
+    As in MLE-bench, the score is rounded to 5 decimals and compared with the thresholds as
+    they are (a few leaderboards carry 6 decimals; rounding those too would hand out medals
+    MLE-bench does not). Medals are exclusive: the best one earned is returned.
+    """
+    if not math.isfinite(score):
+        return "none"
     value = round_score(score)
     lower = figures.is_lower_better
-    if _beats_or_ties(value, round_score(figures.gold_threshold), lower):
+    if _beats_or_ties(value, figures.gold_threshold, lower):
         return "gold"
-    if _beats_or_ties(value, round_score(figures.silver_threshold), lower):
+    if _beats_or_ties(value, figures.silver_threshold, lower):
         return "silver"
-    if _beats_or_ties(value, round_score(figures.bronze_threshold), lower):
+    if _beats_or_ties(value, figures.bronze_threshold, lower):
         return "bronze"
     return "none"
 
 
 def above_median(score: float, figures: LeaderboardFigures) -> bool:
-    """Strictly better than the leaderboard's median."""
-    value, median = round_score(score), round_score(figures.median_threshold)
+    """Strictly better than the leaderboard's median (the score rounded to 5 decimals)."""
+    if not math.isfinite(score):
+        return False
+    value, median = round_score(score), figures.median_threshold
     return value < median if figures.is_lower_better else value > median
 
 
