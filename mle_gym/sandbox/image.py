@@ -161,7 +161,9 @@ def make_rootfs_tarball(
                     if child.is_file() and child.name not in ("lock",):
                         child.unlink()
         partial = dest.with_name(dest.name + ".partial")
-        _run(["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-cf", str(partial), "."],
+        # Documentation and translations are dead weight too (about 80 MB).
+        excludes = [f"--exclude=./usr/share/{sub}/*" for sub in ("doc", "man", "info", "locale")]
+        _run(["tar", "--numeric-owner", "--xattrs", *excludes, "-C", str(rootfs), "-cf", str(partial), "."],
              what="packing the root filesystem", remedy="Check free disk space under the cache folder.")
         os.replace(partial, dest)
     finally:
