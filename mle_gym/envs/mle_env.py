@@ -1,0 +1,268 @@
+"""MLEEnv: one MLE-bench competition as a Gymnasium environment of tool calls."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from mle_gym.competitions import Competition, get_competition
+from mle_gym.competitions.datasets import Dataset, load_dataset
+from mle_gym.config import EnvConfig
+from mle_gym.envs.prompt import build_prompt
+from mle_gym.envs.spaces import TextObservation, ToolCallSpace
+from mle_gym.errors import EpisodeEndedError, InvalidSubmissionError, SandboxPathError
+from mle_gym.grading import GradeReport
+from mle_gym.grading.validation import read_submission_csv
+from mle_gym.sandbox.base import Sandbox
+from mle_gym.sandbox.factory import make_sandbox
+from mle_gym.tools.execute import ToolExecutor, ToolResult
+from mle_gym.tools.parse import ParsedCall, ToolCallError, parse_action
+from mle_gym.tools.schemas import TOOL_NAMES, anthropic_tools, openai_tools
+
+log = logging.getLogger(__name__)
+
+MEDAL_REWARD = {"gold": 3.0, "silver": 2.0, "bronze": 1.0, "none": 0.0}
+
+
+class MLEEnv(gym.Env[str, dict]):
+    """An MLE-bench competition, solved through tool calls in a sandbox.
+
+    ## Description
+    The agent gets the competition's description, its public data in a sandbox (a Docker
+    container by default) and a persistent shell. It trains whatever it likes and writes a
+    submission file; the file is copied out and graded on the host against private answers
+    that never enter the sandbox, then turned into a Kaggle medal with the real leaderboard's
+    thresholds.
+
+    ## Action Space
+    A tool call: a `ToolCall`, a dict `{"name": ..., "arguments": {...}}`, its JSON text, or an
+    OpenAI-style `{"function": {"name": ..., "arguments": "<json>"}}`. Tools: bash, read_file,
+    write_file, edit_file, list_dir, validate_submission, submit (`self.tools` holds their
+    OpenAI schemas, `self.anthropic_tools` the Anthropic form). A malformed call never raises:
+    it returns an observation saying what was wrong, `info["tool_error"]`, and counts as a step.
+
+    ## Observation Space
+    Text: the task prompt after `reset`, then each tool's output (capped at `max_output_chars`
+    with head and tail kept; the full output is saved in the sandbox's logs folder).
+
+    ## Rewards
+    0 on every step but the last. The last pays, by `reward`: "medal" gold 3, silver 2, bronze
+    1, none 0; "any_medal" 1 for any medal (so the mean return is MLE-bench's any-medal rate);
+    "percentile" the share of the leaderboard the score beats. No file or an invalid file pays 0.
+
+    ## Episode End
+    `submit` terminates (`terminated=True`). Running out of `max_steps` or of `time_limit_s`
+    (wall clock since reset) truncates (`truncated=True`, `info["truncation_reason"]`). Either
+    way the submission present at that moment is graded and `info["grade"]` holds the report.
+
+    ## Arguments
+    See `mle_gym.config.EnvConfig`: data ("sample" | "kaggle"), sandbox ("docker" | "local"),
+    reward, max_steps, time_limit_s, command_timeout_s, max_output_chars, and Docker options
+    (image, cpus, memory, pids_limit, shm_size, network, gpus).
+
+    ## Version History
+    - v0 (mle-gym 0.1): first release.
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, competition: str, render_mode: str | None = None, **options: Any) -> None:
+        self.config = EnvConfig(competition=competition, **options)
+        self.competition: Competition = get_competition(competition)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} is not supported; expected one of {self.metadata['render_modes']}")
+        self.render_mode = render_mode
+        self.observation_space = TextObservation()
+        self.action_space = ToolCallSpace()
+        self.tools = openai_tools()
+        self.anthropic_tools = anthropic_tools()
+        self.dataset: Dataset | None = None
+        self.sandbox: Sandbox | None = None
+        self._executor: ToolExecutor | None = None
+        self._active = False
+        self._steps = 0
+        self._started = 0.0
+        self._last_observation = ""
+        self._closed = False
+
+    # -- budgets -------------------------------------------------------------------------
+    def _time_left(self) -> float:
+        return max(self.config.time_limit_s - (time.monotonic() - self._started), 0.0)
+
+    def _budget_info(self) -> dict[str, Any]:
+        return {
+            "step": self._steps,
+            "steps_left": max(self.config.max_steps - self._steps, 0),
+            "time_left_s": round(self._time_left(), 1),
+        }
+
+    @property
+    def submission_path(self) -> str:
+        assert self.sandbox is not None
+        return self.sandbox.paths.submission.rstrip("/") + "/submission.csv"
+
+    # -- Gymnasium API -------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        if self._closed:
+            raise EpisodeEndedError("this environment was closed; make a new one with gym.make(...)")
+        if self.dataset is None:
+            self.dataset = load_dataset(self.competition, self.config.data, seed=self.config.sample_seed)
+        if self.sandbox is None:
+            self.sandbox = make_sandbox(self.config.sandbox, self.dataset.public, self.config.backend_options())
+            self.sandbox.start()
+        self.sandbox.reset()
+        paths = self.sandbox.paths
+        self.action_space.code_dir, self.action_space.data_dir = ".", paths.data
+        if seed is not None:
+            self.action_space.seed(seed)
+        self._executor = ToolExecutor(
+            self.sandbox, command_timeout_s=self.config.command_timeout_s,
+            max_output_chars=self.config.max_output_chars, validate_submission=self._validate_file,
+        )
+        self._steps = 0
+        self._started = time.monotonic()
+        self._active = True
+        described = self.sandbox.describe()
+        prompt = build_prompt(
+            description=self.competition.description(), paths=paths.as_dict(), submission_path=self.submission_path,
+            max_steps=self.config.max_steps, time_limit_s=self.config.time_limit_s,
+            command_timeout_s=self.config.command_timeout_s, max_output_chars=self.config.max_output_chars,
+            sample_data=self.dataset.sample_data, isolation=described.get("isolation", "unknown"),
+        )
+        self._last_observation = prompt
+        info = {
+            "competition": self.competition.id,
+            "paths": paths.as_dict(),
+            "submission_path": self.submission_path,
+            "data": self.config.data,
+            "sample_data": self.dataset.sample_data,
+            "tools": list(TOOL_NAMES),
+            "max_steps": self.config.max_steps,
+            "time_limit_s": self.config.time_limit_s,
+            "sandbox": described,
+            **self._budget_info(),
+        }
+        return prompt, info
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if not self._active or self.sandbox is None or self._executor is None:
+            raise EpisodeEndedError(
+                "step() called with no episode running: the last episode ended (terminated or truncated) "
+                "or reset() was never called. Call reset() to start a new episode."
+            )
+        self._steps += 1
+        terminated = truncated = False
+        reason: str | None = None
+        submitted: str | None = None
+        call: ParsedCall | None = None
+        if self._time_left() <= 0:
+            result = ToolResult(tool="none", observation="The time limit was reached before this action ran.")
+            truncated, reason = True, "time_limit"
+        else:
+            try:
+                call = parse_action(action)
+            except ToolCallError as exc:
+                result = ToolResult(tool="invalid", observation=f"Error: {exc.message}", tool_error=exc.as_info())
+            else:
+                if call.name == "submit":
+                    result, submitted = self._submit(call)
+                    terminated = True
+                else:
+                    result = self._executor.run(call, time_left_s=self._time_left())
+        if not terminated and not truncated:
+            if self._steps >= self.config.max_steps:
+                truncated, reason = True, "max_steps"
+            elif self._time_left() <= 0:
+                truncated, reason = True, "time_limit"
+        info: dict[str, Any] = {
+            "tool": result.tool,
+            "tool_call": call.as_dict() if call else None,
+            "exit_code": result.exit_code,
+            "duration_s": round(result.duration_s, 2),
+            "output_truncated": result.output_truncated,
+            "timed_out": result.timed_out,
+            "shell_restarted": result.shell_restarted,
+            **self._budget_info(),
+        }
+        if result.saved_output_path:
+            info["saved_output_path"] = result.saved_output_path
+        if result.tool_error:
+            info["tool_error"] = result.tool_error
+        reward = 0.0
+        observation = result.observation
+        if terminated or truncated:
+            self._active = False
+            grade = self._grade(submitted if terminated else self.submission_path, submitted_path_error=terminated and submitted is None)
+            reward = self._reward(grade)
+            info["grade"] = grade.model_dump()
+            if truncated:
+                info["truncation_reason"] = reason
+                budget = "step budget" if reason == "max_steps" else "time limit"
+                observation += f"\n[episode over: the {budget} ran out; {self.submission_path} was graded as it stood]"
+        self._last_observation = observation
+        return observation, reward, terminated, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._last_observation
+        return None
+
+    def close(self) -> None:
+        self._active = False
+        if self._closed:
+            return
+        self._closed = True
+        sandbox, self.sandbox = self.sandbox, None
+        if sandbox is not None:
+            try:
+                sandbox.close()
+            except Exception:  # close() must never raise; backends already swallow their own errors
+                log.exception("closing the sandbox failed")
+        super().close()
+
+    # -- grading -------------------------------------------------------------------------
+    def _submit(self, call: ParsedCall) -> tuple[ToolResult, str | None]:
+        assert self.sandbox is not None
+        requested = getattr(call.args, "path", None) or self.submission_path
+        try:
+            path = self.sandbox.resolve(requested)
+        except SandboxPathError as exc:
+            message = f"Submitted {requested!r}, which is outside the sandbox ({exc}); it was graded as missing."
+            return ToolResult(tool="submit", observation=message,
+                              tool_error={"type": "path_outside_sandbox", "message": str(exc)}), None
+        return ToolResult(tool="submit", observation=f"Submitted {path}. The episode is over; it is being graded."), path
+
+    def _grade(self, path: str | None, *, submitted_path_error: bool = False) -> GradeReport:
+        assert self.sandbox is not None and self.dataset is not None
+        with tempfile.TemporaryDirectory(prefix="mle-gym-grade-") as tmp:
+            host: Path | None = Path(tmp) / "submission.csv"
+            if submitted_path_error or path is None or not self.sandbox.fetch_file(path, host):
+                host = None
+            return self.competition.grade(host, self.dataset.private, sample_data=self.dataset.sample_data)
+
+    def _validate_file(self, host: Path | None) -> tuple[bool, str]:
+        assert self.dataset is not None
+        if host is None:
+            return False, "no submission file"
+        try:
+            submission = read_submission_csv(host)
+            answers = self.competition.load_answers(self.dataset.private)
+            self.competition.validate(submission, answers)
+        except InvalidSubmissionError as exc:
+            return False, str(exc)
+        return True, f"{len(submission)} rows with columns {list(submission.columns)} match the expected format"
+
+    def _reward(self, grade: GradeReport) -> float:
+        if not grade.valid_submission:
+            return 0.0
+        if self.config.reward == "medal":
+            return MEDAL_REWARD[grade.medal]
+        if self.config.reward == "any_medal":
+            return 1.0 if grade.any_medal else 0.0
+        return float(grade.percentile or 0.0)

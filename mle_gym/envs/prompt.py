@@ -1,0 +1,51 @@
+"""The task prompt an episode opens with."""
+
+from __future__ import annotations
+
+from mle_gym.tools.parse import usage
+from mle_gym.tools.schemas import TOOL_NAMES
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:g} hours"
+    if seconds >= 60:
+        return f"{seconds / 60:g} minutes"
+    return f"{seconds:g} seconds"
+
+
+def build_prompt(
+    *, description: str, paths: dict[str, str], submission_path: str, max_steps: int, time_limit_s: float,
+    command_timeout_s: float, max_output_chars: int, sample_data: bool, isolation: str,
+) -> str:
+    tools = "\n".join(f"- {usage(name)}" for name in TOOL_NAMES)
+    sample_note = (
+        "\nThis episode uses small synthetic sample data with the real competition's files and columns; "
+        "scores on it are not comparable with the real leaderboard.\n" if sample_data else ""
+    )
+    return f"""You are solving a machine-learning competition end to end, working through tools in a sandbox.
+
+# Competition
+{description.strip()}
+{sample_note}
+# Your sandbox
+- Competition data (read-only): {paths["data"]}
+- Write your code and intermediate files in: {paths["code"]} (the shell starts there)
+- Logs: {paths["logs"]}
+- Your submission must be written to: {submission_path}
+
+# Tools
+{tools}
+
+# Rules and budgets
+- Write predictions for the test set to {submission_path} in the format described above, then call `submit`.
+  `submit` ends the episode; the file is graded with the competition's metric against hidden answers.
+- `validate_submission` checks the format only (columns, ids, row count, values) and never reveals a score.
+- The hidden answers are not in the sandbox; do not look for them.
+- You have at most {max_steps} tool calls and {_duration(time_limit_s)} of wall-clock time. When either runs
+  out, whatever is at {submission_path} at that moment is graded.
+- One bash call runs at most {_duration(command_timeout_s)} by default (pass timeout_s to change it); longer work can run
+  in the background (`nohup python train.py > train.log 2>&1 &`) and be checked on later.
+- Tool output longer than {max_output_chars:,} characters is cut to its head and tail; the full text is saved to a file.
+- Sandbox isolation: {isolation}.
+"""

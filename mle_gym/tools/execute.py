@@ -1,0 +1,174 @@
+"""Run a parsed tool call against a sandbox and describe the outcome for the agent."""
+
+from __future__ import annotations
+
+import errno
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from mle_gym.errors import SandboxPathError
+from mle_gym.sandbox.base import Sandbox
+from mle_gym.tools.parse import ParsedCall, ToolCallError
+from mle_gym.tools.render import cap_text, render_exec
+from mle_gym.tools.schemas import (
+    BashArgs,
+    EditFileArgs,
+    ListDirArgs,
+    ReadFileArgs,
+    ValidateSubmissionArgs,
+    WriteFileArgs,
+)
+
+MAX_TEXT_FILE_BYTES = 20 * 1024 * 1024
+SubmissionValidator = Callable[[Path | None], tuple[bool, str]]
+"""validate(host copy of the file, or None when missing) -> (valid, message)."""
+
+
+class ToolResult(BaseModel):
+    """What one tool call produced: the observation text and facts for `info`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str
+    observation: str
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    output_truncated: bool = False
+    timed_out: bool = False
+    shell_restarted: bool = False
+    saved_output_path: str | None = None
+    tool_error: dict[str, str] | None = None
+
+
+def _error_from_os(exc: OSError, path: str) -> ToolCallError:
+    if isinstance(exc, FileNotFoundError):
+        return ToolCallError("file_not_found", f"{path}: no such file or folder")
+    if isinstance(exc, IsADirectoryError):
+        return ToolCallError("is_a_directory", f"{path}: is a folder (or not a regular file); use list_dir")
+    if isinstance(exc, NotADirectoryError):
+        return ToolCallError("not_a_directory", f"{path}: is a file, or a parent of it is a file")
+    if isinstance(exc, PermissionError) or exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return ToolCallError("read_only", f"{path}: cannot be written (the data folder is read-only); "
+                                          "write under the code or submission folder instead")
+    raise exc
+
+
+def _decode_text(data: bytes, path: str) -> str:
+    if b"\x00" in data[:8192]:
+        raise ToolCallError("binary_file", f"{path} is a binary file ({len(data):,} bytes read); "
+                                           "inspect it with bash, e.g. `xxd FILE | head` or Python")
+    return data.decode("utf-8", "replace")
+
+
+class ToolExecutor:
+    """Runs the six sandbox tools; `submit` is the environment's to handle."""
+
+    def __init__(
+        self, sandbox: Sandbox, *, command_timeout_s: float, max_output_chars: int,
+        validate_submission: SubmissionValidator,
+    ) -> None:
+        self.sandbox = sandbox
+        self.command_timeout_s = command_timeout_s
+        self.max_output_chars = max_output_chars
+        self._validate = validate_submission
+
+    def run(self, call: ParsedCall, *, time_left_s: float | None = None) -> ToolResult:
+        started = time.monotonic()
+        try:
+            result = getattr(self, f"_{call.name}")(call.args, time_left_s)
+        except ToolCallError as exc:
+            result = ToolResult(tool=call.name, observation=f"Error: {exc.message}", tool_error=exc.as_info())
+        except SandboxPathError as exc:
+            result = ToolResult(tool=call.name, observation=f"Error: {exc}",
+                                tool_error={"type": "path_outside_sandbox", "message": str(exc)})
+        except OSError as exc:
+            err = _error_from_os(exc, getattr(call.args, "path", "") or "")
+            result = ToolResult(tool=call.name, observation=f"Error: {err.message}", tool_error=err.as_info())
+        if not result.duration_s:
+            result.duration_s = time.monotonic() - started
+        return result
+
+    # -- tools ---------------------------------------------------------------------------
+    def _bash(self, args: BashArgs, time_left_s: float | None) -> ToolResult:
+        timeout = args.timeout_s or self.command_timeout_s
+        if time_left_s is not None:
+            timeout = max(min(timeout, time_left_s), 0.001)
+        res = self.sandbox.exec(args.command, timeout_s=timeout, max_output_bytes=self.max_output_chars)
+        observation = render_exec(res, timeout_s=timeout, max_chars=self.max_output_chars, code_dir=self.sandbox.paths.code)
+        error = None
+        if res.timed_out:
+            error = {"type": "timeout", "message": f"the command ran past {timeout:g} s and was killed"}
+        return ToolResult(
+            tool="bash", observation=observation, exit_code=res.exit_code, duration_s=res.duration_s,
+            output_truncated=res.truncated or len(res.head) > self.max_output_chars, timed_out=res.timed_out,
+            shell_restarted=res.shell_restarted, saved_output_path=res.saved_path, tool_error=error,
+        )
+
+    def _read_text(self, path: str) -> tuple[str, str]:
+        resolved = self.sandbox.resolve(path)
+        data, size = self.sandbox.read_file(resolved, max_bytes=MAX_TEXT_FILE_BYTES + 1)
+        if size > MAX_TEXT_FILE_BYTES:
+            raise ToolCallError("file_too_large", f"{path} has {size:,} bytes, more than this tool handles "
+                                f"({MAX_TEXT_FILE_BYTES:,}); use bash (head, sed -n, python) instead")
+        return resolved, _decode_text(data, path)
+
+    def _read_file(self, args: ReadFileArgs, _time_left: float | None) -> ToolResult:
+        if args.start_line and args.end_line and args.end_line < args.start_line:
+            raise ToolCallError("invalid_arguments", f"end_line ({args.end_line}) is before start_line ({args.start_line})")
+        resolved, text = self._read_text(args.path)
+        lines = text.splitlines(keepends=True)
+        first = args.start_line or 1
+        last = args.end_line or len(lines)
+        if lines and first > len(lines):
+            raise ToolCallError("invalid_arguments", f"{args.path} has {len(lines)} lines; start_line {first} is past the end")
+        chunk = "".join(lines[first - 1 : last])
+        shown, truncated = cap_text(chunk, self.max_output_chars)
+        if truncated:
+            shown += f"\n[the file has {len(lines):,} lines; read a smaller range with start_line and end_line]"
+        return ToolResult(tool="read_file", observation=shown if shown else "(empty file)", output_truncated=truncated)
+
+    def _write_file(self, args: WriteFileArgs, _time_left: float | None) -> ToolResult:
+        resolved = self.sandbox.resolve(args.path)
+        data = args.content.encode("utf-8", "surrogatepass")
+        self.sandbox.write_file(resolved, data)
+        return ToolResult(tool="write_file", observation=f"Wrote {len(data):,} bytes to {resolved}")
+
+    def _edit_file(self, args: EditFileArgs, _time_left: float | None) -> ToolResult:
+        resolved, text = self._read_text(args.path)
+        count = text.count(args.old)
+        if count == 0:
+            raise ToolCallError("edit_no_match", f"`old` does not occur in {resolved}; read the file and copy the text exactly")
+        if count > 1:
+            raise ToolCallError("edit_ambiguous", f"`old` occurs {count} times in {resolved}; include more context so it is unique")
+        line = text[: text.index(args.old)].count("\n") + 1
+        self.sandbox.write_file(resolved, text.replace(args.old, args.new, 1).encode("utf-8", "surrogatepass"))
+        return ToolResult(tool="edit_file", observation=f"Edited {resolved}: replaced 1 occurrence starting at line {line}")
+
+    def _list_dir(self, args: ListDirArgs, _time_left: float | None) -> ToolResult:
+        resolved = self.sandbox.resolve(args.path)
+        entries = self.sandbox.list_dir(resolved)
+        if not entries:
+            return ToolResult(tool="list_dir", observation=f"{resolved} is empty")
+        rows = [f"{e.name}/" if e.kind == "dir" else (f"{e.name} -> (link)" if e.kind == "symlink" else f"{e.name}  {e.size:,} bytes")
+                for e in entries]
+        shown, truncated = cap_text(f"{resolved}:\n" + "\n".join(rows), self.max_output_chars)
+        return ToolResult(tool="list_dir", observation=shown, output_truncated=truncated)
+
+    def _validate_submission(self, args: ValidateSubmissionArgs, _time_left: float | None) -> ToolResult:
+        path = self.sandbox.resolve(args.path or self.default_submission_path)
+        with tempfile.TemporaryDirectory(prefix="mle-gym-validate-") as tmp:
+            host = Path(tmp) / "submission.csv"
+            present = self.sandbox.fetch_file(path, host)
+            if not present:
+                raise ToolCallError("file_not_found", f"{path}: no such file; write your predictions there first")
+            valid, message = self._validate(host)
+        verdict = "Submission is valid" if valid else "Submission is NOT valid"
+        return ToolResult(tool="validate_submission", observation=f"{verdict}: {message}")
+
+    @property
+    def default_submission_path(self) -> str:
+        return self.sandbox.paths.submission.rstrip("/") + "/submission.csv"

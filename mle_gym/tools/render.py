@@ -1,0 +1,44 @@
+"""How tool results read to the agent: output caps with head and tail, and the notices."""
+
+from __future__ import annotations
+
+from mle_gym.sandbox.base import ExecResult
+
+
+def cap_text(text: str, max_chars: int, *, saved_path: str | None = None, total: int | None = None) -> tuple[str, bool]:
+    """Keep the head and tail of `text` within `max_chars`, with a notice in the middle."""
+    if len(text) <= max_chars:
+        return text, False
+    half = max(max_chars // 2, 1)
+    where = f"; the full output is in {saved_path}" if saved_path else ""
+    size = total if total is not None else len(text)
+    notice = f"\n\n[... output truncated: {size:,} characters in all, showing the first and last {half:,}{where} ...]\n\n"
+    return text[:half] + notice + text[-half:], True
+
+
+def render_exec(result: ExecResult, *, timeout_s: float, max_chars: int, code_dir: str) -> str:
+    """The observation of a bash call."""
+    if result.truncated:
+        omitted = result.total_bytes - len(result.head.encode()) - len(result.tail.encode())
+        body = (
+            result.head
+            + f"\n\n[... output truncated: {result.total_bytes:,} bytes in all, {max(omitted, 0):,} bytes not shown; "
+            f"the full output is in {result.saved_path} ...]\n\n"
+            + result.tail
+        )
+    else:
+        body, _ = cap_text(result.head, max_chars)
+    lines = [body.rstrip("\n")] if body.strip() else ["(no output)"]
+    if result.timed_out:
+        lines.append(
+            f"[the command timed out after {timeout_s:g} s and was killed with its child processes; "
+            "the shell is still usable]"
+        )
+    elif result.exit_code is not None:
+        lines.append(f"[exit code: {result.exit_code}]")
+    if result.shell_restarted:
+        lines.append(
+            f"[{result.restart_reason or 'the shell ended'}; a new shell was started in {code_dir}: "
+            "variables, the working folder and shell jobs were reset]"
+        )
+    return "\n".join(lines)
