@@ -1,0 +1,81 @@
+"""Spooky Author Identification: MLE-bench's split, and synthetic sentences as sample data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import train_test_split
+
+CLASSES = ["EAP", "HPL", "MWS"]
+# Kaggle's own sample submission carries these class priors; MLE-bench keeps them.
+PRIORS = {"EAP": 0.403493538995863, "HPL": 0.287808366106543, "MWS": 0.308698094897594}
+
+COMMON = ("the of and to a in that it was my i with as his he at which but had not by for this "
+          "upon me from be all so we they her an were there one very no been more than").split()
+FLAVOUR = {
+    "EAP": "raven chamber whisper madness tomb ratiocination peculiar singular vault heart crypt "
+           "intellect phantasm corridor lamplight premature burial".split(),
+    "HPL": "eldritch cyclopean ancient nameless gibbous blasphemous abyss cult unutterable "
+           "arkham squamous antediluvian gulf hideous stars dreaming".split(),
+    "MWS": "creature father beloved misery cottage countenance affection despair tears elizabeth "
+           "gentle mountains lake sorrow friendship tranquil".split(),
+}
+
+
+def _one_hot(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame[["id"]].copy()
+    for name in CLASSES:
+        out[name] = (frame["author"] == name).astype(int)
+    return out
+
+
+def _write(new_train: pd.DataFrame, new_test: pd.DataFrame, public: Path, private: Path) -> None:
+    answers = _one_hot(new_test)
+    new_train.to_csv(public / "train.csv", index=False)
+    new_test.drop(columns=["author"]).to_csv(public / "test.csv", index=False)
+    answers.assign(**PRIORS).to_csv(public / "sample_submission.csv", index=False)
+    answers.to_csv(private / "test.csv", index=False)
+
+
+def prepare(raw: Path, public: Path, private: Path) -> None:
+    """Kaggle's train.csv split 90/10 (seed 0); hidden answers are one-hot over EAP, HPL, MWS."""
+    old_train = pd.read_csv(raw / "train.csv")
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    _write(new_train, new_test, public, private)
+
+
+def _sentences(rng: np.random.Generator, authors: np.ndarray) -> list[str]:
+    texts = []
+    for author in authors:
+        words = list(rng.choice(COMMON, size=int(rng.integers(8, 22))))
+        for _ in range(int(rng.integers(1, 4))):  # an author's favourite words, plus a stray one
+            pool = FLAVOUR[author] if rng.random() < 0.8 else FLAVOUR[CLASSES[int(rng.integers(0, 3))]]
+            words.insert(int(rng.integers(0, len(words) + 1)), str(rng.choice(pool)))
+        text = " ".join(words)
+        texts.append(text[0].upper() + text[1:] + rng.choice([".", ".", ",", "?", ";"]))
+    return texts
+
+
+def _frame(rng: np.random.Generator, n: int) -> pd.DataFrame:
+    authors = rng.choice(CLASSES, size=n, p=[0.40, 0.29, 0.31])
+    ids = rng.choice(np.arange(100000), size=n, replace=False)
+    return pd.DataFrame({"id": [f"id{i:05d}" for i in ids], "text": _sentences(rng, authors), "author": authors})
+
+
+def generate_sample(public: Path, private: Path, seed: int, n_train: int = 600, n_test: int = 200) -> None:
+    """train.csv (id, text, author), test.csv (id, text), sample_submission.csv; answers in private/."""
+    rng = np.random.default_rng(seed)
+    frame = _frame(rng, n_train + n_test)
+    _write(frame.iloc[:n_train], frame.iloc[n_train:], public, private)
+
+
+def make_raw(raw: Path, seed: int, n: int = 150) -> None:
+    """Kaggle's download, extracted: train.csv, test.csv and sample_submission.csv."""
+    rng = np.random.default_rng(seed)
+    frame = _frame(rng, n + 20)
+    frame.iloc[:n].to_csv(raw / "train.csv", index=False)
+    hidden = frame.iloc[n:]
+    hidden.drop(columns=["author"]).to_csv(raw / "test.csv", index=False)
+    hidden[["id"]].assign(**PRIORS).to_csv(raw / "sample_submission.csv", index=False)
