@@ -1,0 +1,95 @@
+"""Denoising Dirty Documents: MLE-bench's 80/20 split of the paired scans, and sample data."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+from sklearn.model_selection import train_test_split
+
+
+def pixel_frame(image: Path) -> pd.DataFrame:
+    """One row per pixel: id `<image stem>_<row>_<col>` (1-based, row-major) and grey value in [0, 1]."""
+    array = np.asarray(Image.open(image).convert("L"), dtype=float) / 255.0
+    rows, cols = array.shape
+    r, c = np.divmod(np.arange(rows * cols), cols)
+    ids = [f"{image.stem}_{i + 1}_{j + 1}" for i, j in zip(r.tolist(), c.tolist())]
+    return pd.DataFrame({"id": ids, "value": array.ravel()})
+
+
+def prepare(raw: Path, public: Path, private: Path) -> None:
+    """Hold out 20% of Kaggle's training scans (seed 0); their clean versions become pixel answers."""
+    scans = sorted((raw / "train").glob("*.png"))
+    if not scans:
+        raise FileNotFoundError(f"expected the training scans (*.png) in {raw / 'train'}")
+    _, test_scans = train_test_split(scans, test_size=0.2, random_state=0)
+    test_names = {p.name for p in test_scans}
+    for folder in ("train", "test", "train_cleaned"):
+        (public / folder).mkdir()
+    for scan in scans:
+        shutil.copyfile(scan, public / ("test" if scan.name in test_names else "train") / scan.name)
+    for clean in sorted((raw / "train_cleaned").glob("*.png")):
+        if clean.name not in test_names:
+            shutil.copyfile(clean, public / "train_cleaned" / clean.name)
+    answers = pd.concat(
+        [pixel_frame(raw / "train_cleaned" / name) for name in sorted(test_names)], ignore_index=True
+    )
+    answers.to_csv(private / "answers.csv", index=False)
+    answers.assign(value=1).to_csv(public / "sampleSubmission.csv", index=False)
+
+
+def _page(rng: np.random.Generator, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """A clean page (white with dark text strokes) and a dirty scan of it (stains, shading, noise)."""
+    clean = np.ones((height, width))
+    for top in range(2, height - 4, 6):  # lines of text made of short dark "words"
+        x = int(rng.integers(1, 4))
+        while x < width - 3:
+            length = int(rng.integers(2, 7))
+            ink = rng.random((3, length)) < 0.6
+            block = clean[top : top + 3, x : x + length]
+            block[ink[:, : block.shape[1]]] = rng.uniform(0.0, 0.25)
+            x += length + int(rng.integers(1, 3))
+    yy, xx = np.mgrid[0:height, 0:width]
+    shading = 0.15 * np.sin(xx / rng.uniform(4, 10) + rng.uniform(0, 6)) * np.cos(yy / rng.uniform(4, 10))
+    stain = np.zeros((height, width))
+    for _ in range(int(rng.integers(1, 4))):
+        cy, cx, r = rng.uniform(0, height), rng.uniform(0, width), rng.uniform(3, 10)
+        stain += 0.35 * np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * r**2))
+    dirty = clean - 0.1 - shading - stain + rng.normal(0, 0.05, size=clean.shape)
+    dirty = np.where(clean < 0.5, clean + rng.normal(0, 0.05, size=clean.shape), dirty)
+    return clean, np.clip(dirty, 0, 1)
+
+
+def _save(array: np.ndarray, path: Path) -> None:
+    Image.fromarray(np.round(array * 255).astype(np.uint8), mode="L").save(path)
+
+
+def make_raw(raw: Path, seed: int, n: int = 15, n_hidden: int = 3) -> None:
+    """Files shaped like Kaggle's extracted download: train/, train_cleaned/, test/, sampleSubmission.csv."""
+    rng = np.random.default_rng(seed)
+    for folder in ("train", "train_cleaned", "test"):
+        (raw / folder).mkdir()
+    names = rng.choice(np.arange(1, 10 * (n + n_hidden)), size=n + n_hidden, replace=False)
+    width = 36
+    for i, name in enumerate(names):
+        height = 20 if rng.random() < 0.5 else 28  # the real scans come in two heights as well
+        clean, dirty = _page(rng, height, width)
+        if i < n:
+            _save(dirty, raw / "train" / f"{name}.png")
+            _save(clean, raw / "train_cleaned" / f"{name}.png")
+        else:
+            _save(dirty, raw / "test" / f"{name}.png")
+    hidden = [pixel_frame(p) for p in sorted((raw / "test").glob("*.png"))]
+    frame = pd.concat(hidden, ignore_index=True) if hidden else pd.DataFrame({"id": [], "value": []})
+    frame.assign(value=1).to_csv(raw / "sampleSubmission.csv", index=False)
+
+
+def generate_sample(public: Path, private: Path, seed: int) -> None:
+    """A synthetic download of 30 small scans, split exactly as `prepare` splits the real one."""
+    with tempfile.TemporaryDirectory() as tmp:
+        make_raw(Path(tmp), seed, n=30, n_hidden=0)
+        prepare(Path(tmp), public, private)
