@@ -8,6 +8,8 @@ renamed into place, so a half-finished build never looks prepared.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -16,6 +18,7 @@ import stat
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -109,13 +112,29 @@ def _build(comp: Competition, kind: DataKind, seed: int | None, root: Path | Non
     return _dataset(comp, kind, final, seed)
 
 
+@contextlib.contextmanager
+def _lock(folder: Path) -> Iterator[None]:
+    """An exclusive lock beside a dataset folder, so parallel episodes build it once."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def ensure_sample_data(comp: Competition, *, seed: int = 0, root: Path | None = None) -> Dataset:
     """The competition's synthetic sample dataset for `seed`, generated on first use."""
     found = find_dataset(comp, "sample", seed=seed, root=root)
     if found is not None:
         return found
-    log.info("generating sample data for %s (seed %d)", comp.id, seed)
-    return _build(comp, "sample", seed, root, lambda pub, priv: comp.generate_sample(pub, priv, seed))
+    with _lock(_folder(comp, "sample", seed, root)):
+        found = find_dataset(comp, "sample", seed=seed, root=root)
+        if found is not None:
+            return found
+        log.info("generating sample data for %s (seed %d)", comp.id, seed)
+        return _build(comp, "sample", seed, root, lambda pub, priv: comp.generate_sample(pub, priv, seed))
 
 
 def load_dataset(comp: Competition, kind: DataKind, *, seed: int = 0, root: Path | None = None) -> Dataset:
@@ -194,7 +213,8 @@ def extract_archives(folder: Path) -> None:
 
 def prepare_from_raw(comp: Competition, raw: Path, *, root: Path | None = None) -> Dataset:
     """Split an extracted Kaggle download (`raw`) into the public/private layout, atomically."""
-    return _build(comp, "kaggle", None, root, lambda pub, priv: comp.prepare(raw, pub, priv))
+    with _lock(_folder(comp, "kaggle", None, root)):
+        return _build(comp, "kaggle", None, root, lambda pub, priv: comp.prepare(raw, pub, priv))
 
 
 def prepare_kaggle(comp: Competition, *, root: Path | None = None, keep_raw: bool = True) -> Dataset:
