@@ -1,0 +1,132 @@
+"""Nomad2018 Predicting Transparent Conductors: MLE-bench's split, and synthetic crystals as sample data."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import train_test_split
+
+TARGETS = ["formation_energy_ev_natom", "bandgap_energy_ev"]
+# Kaggle's sample submission uses these constants; MLE-bench keeps them.
+SAMPLE_VALUES = {"formation_energy_ev_natom": 0.1779, "bandgap_energy_ev": 1.8892}
+FEATURES = [
+    "spacegroup", "number_of_total_atoms", "percent_atom_al", "percent_atom_ga", "percent_atom_in",
+    "lattice_vector_1_ang", "lattice_vector_2_ang", "lattice_vector_3_ang",
+    "lattice_angle_alpha_degree", "lattice_angle_beta_degree", "lattice_angle_gamma_degree",
+]
+
+
+def _read_table(raw: Path, name: str) -> pd.DataFrame:
+    # Our download step unzips train.csv.zip to a file; MLE-bench's own extraction makes a folder.
+    path = raw / name
+    return pd.read_csv(path / name if path.is_dir() else path)
+
+
+def _geometry_files(raw: Path) -> dict[int, Path]:
+    """Kaggle's train geometries by old id: train/<id>/geometry.xyz (or train/train/<id>/...)."""
+    found = {}
+    for path in sorted((raw / "train").rglob("geometry.xyz")):
+        found[int(path.parent.name)] = path
+    return found
+
+
+def prepare(raw: Path, public: Path, private: Path) -> None:
+    """Kaggle's train.csv split 90/10 (seed 0); both halves renumbered from 1, geometries follow their rows."""
+    old_train = _read_table(raw, "train.csv")
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    train_map = {old: new for new, old in enumerate(new_train["id"], start=1)}
+    test_map = {old: new for new, old in enumerate(new_test["id"], start=1)}
+    new_train = new_train.assign(id=new_train["id"].map(train_map))
+    new_test = new_test.assign(id=new_test["id"].map(test_map))
+
+    new_train.to_csv(public / "train.csv", index=False)
+    new_test.to_csv(private / "test.csv", index=False)
+    new_test.drop(columns=TARGETS).to_csv(public / "test.csv", index=False)
+
+    geometries = _geometry_files(raw)
+    for split, mapping in (("train", train_map), ("test", test_map)):
+        for old, new in mapping.items():
+            if old not in geometries:
+                raise FileNotFoundError(f"no geometry.xyz for training id {old} under {raw / 'train'}")
+            folder = public / split / str(new)
+            folder.mkdir(parents=True)
+            shutil.copyfile(geometries[old], folder / "geometry.xyz")
+    pd.DataFrame({"id": new_test["id"], **SAMPLE_VALUES}).to_csv(public / "sample_submission.csv", index=False)
+
+
+def _crystals(rng: np.random.Generator, n: int) -> pd.DataFrame:
+    """Synthetic (Al, Ga, In) oxides: the band gap grows with aluminium and shrinks with indium."""
+    frame = pd.DataFrame({"id": np.arange(1, n + 1)})
+    frame["spacegroup"] = rng.choice([12, 33, 167, 194, 206, 227], size=n)
+    frame["number_of_total_atoms"] = rng.choice([10, 20, 30, 40], size=n).astype(float)
+    mix = rng.dirichlet([0.8, 0.8, 0.8], size=n).round(4)
+    frame["percent_atom_al"], frame["percent_atom_ga"] = mix[:, 0], mix[:, 1]
+    frame["percent_atom_in"] = (1 - mix[:, 0] - mix[:, 1]).round(4).clip(0, 1)
+    for i in (1, 2, 3):
+        frame[f"lattice_vector_{i}_ang"] = rng.uniform(3, 25, n).round(4)
+    frame["lattice_angle_alpha_degree"] = rng.normal(90, 2, n).round(4)
+    frame["lattice_angle_beta_degree"] = rng.normal(95, 8, n).round(4)
+    frame["lattice_angle_gamma_degree"] = rng.normal(100, 15, n).round(4)
+    group = (frame["spacegroup"].isin([206, 227])).astype(float)
+    formation = 0.06 + 0.25 * mix[:, 0] * (1 - mix[:, 0]) + 0.08 * group + rng.normal(0, 0.02, n)
+    bandgap = 1.2 + 3.5 * mix[:, 0] + 1.0 * mix[:, 1] - 0.6 * group + rng.normal(0, 0.15, n)
+    frame["formation_energy_ev_natom"] = formation.clip(0, None).round(4)
+    frame["bandgap_energy_ev"] = bandgap.clip(0, None).round(4)
+    return frame
+
+
+def _geometry(rng: np.random.Generator, row: pd.Series) -> str:
+    lines = [
+        "#=======================================================",
+        "#Created using the Atomic Simulation Environment (ASE)",
+        "#=======================================================",
+    ]
+    for i in (1, 2, 3):
+        vec = np.zeros(3)
+        vec[i - 1] = row[f"lattice_vector_{i}_ang"]
+        vec += rng.normal(0, 0.05, 3)
+        lines.append("lattice_vector " + " ".join(f"{v:.8f}" for v in vec) + " ")
+    n_atoms = int(row["number_of_total_atoms"])
+    n_metal = n_atoms * 2 // 5  # M2O3: two metal atoms per three oxygens
+    shares = [row["percent_atom_al"], row["percent_atom_ga"], row["percent_atom_in"]]
+    metals = rng.choice(["Al", "Ga", "In"], size=n_metal, p=np.array(shares) / sum(shares))
+    for element in [*metals, *["O"] * (n_atoms - n_metal)]:
+        xyz = rng.uniform(0, 10, 3)
+        lines.append("atom " + " ".join(f"{v:.8f}" for v in xyz) + f" {element}")
+    return "\n".join(lines) + "\n"
+
+
+def _write_geometries(rng: np.random.Generator, frame: pd.DataFrame, root: Path) -> None:
+    for _, row in frame.iterrows():
+        folder = root / str(int(row["id"]))
+        folder.mkdir(parents=True)
+        (folder / "geometry.xyz").write_text(_geometry(rng, row))
+
+
+def generate_sample(public: Path, private: Path, seed: int, n_train: int = 400, n_test: int = 100) -> None:
+    """train.csv, test.csv, sample_submission.csv, train/<id>/geometry.xyz, test/<id>/geometry.xyz."""
+    rng = np.random.default_rng(seed)
+    frame = _crystals(rng, n_train + n_test)
+    train = frame.iloc[:n_train].copy()
+    test = frame.iloc[n_train:].assign(id=np.arange(1, n_test + 1))
+    train.to_csv(public / "train.csv", index=False)
+    test.to_csv(private / "test.csv", index=False)
+    test.drop(columns=TARGETS).to_csv(public / "test.csv", index=False)
+    _write_geometries(rng, train, public / "train")
+    _write_geometries(rng, test, public / "test")
+    pd.DataFrame({"id": test["id"], **SAMPLE_VALUES}).to_csv(public / "sample_submission.csv", index=False)
+
+
+def make_raw(raw: Path, seed: int, n: int = 100) -> None:
+    """Kaggle's download, extracted: train.csv, test.csv, sample_submission.csv, train/ and test/ geometries."""
+    rng = np.random.default_rng(seed)
+    train = _crystals(rng, n)
+    train.to_csv(raw / "train.csv", index=False)
+    _write_geometries(rng, train, raw / "train")
+    test = _crystals(rng, 10)
+    test.drop(columns=TARGETS).to_csv(raw / "test.csv", index=False)
+    _write_geometries(rng, test, raw / "test")
+    pd.DataFrame({"id": test["id"], **SAMPLE_VALUES}).to_csv(raw / "sample_submission.csv", index=False)
