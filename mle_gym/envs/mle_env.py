@@ -69,7 +69,7 @@ class MLEEnv(gym.Env[str, dict]):
     - v0 (mle-gym 0.1): first release.
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
     def __init__(self, competition: str, render_mode: str | None = None, **options: Any) -> None:
         self.config = EnvConfig(competition=competition, **options)
