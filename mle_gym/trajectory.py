@@ -1,0 +1,492 @@
+"""Trajectories: a Gymnasium wrapper that streams each episode to JSONL, and a reader for those files.
+
+One file per episode, one JSON object per line:
+
+- a `TrajectoryHeader` (competition, env id, data, sandbox, seed, config, package version,
+  run metadata, the prompt, the reset info and the tool schemas);
+- one `StepRecord` per `step()` (the action as sent, the parsed call or the parse error, the
+  observation, info, reward, end flags, the wrapper's own timings, the budgets left, and
+  whatever the agent attached with `annotate_next_step`);
+- a closing `EndRecord` (grade report, total reward, number of steps, why it ended).
+
+Every line is flushed as it is written (and the file fsynced when the episode ends), so a
+process killed mid-episode leaves a file `load_trajectory` still reads, with `complete=False`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path, PurePath
+from typing import IO, Any, Literal
+
+import gymnasium as gym
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mle_gym.errors import TrajectoryError
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+"""Bumped when a record changes incompatibly; the reader refuses versions newer than this."""
+
+EndReason = Literal["terminated", "truncated", "closed", "reset", "error"]
+_BUDGET_KEYS = ("step", "steps_left", "time_left_s")
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# -- records -------------------------------------------------------------------------------
+class _Record(BaseModel):
+    # Readers of older files must keep working when fields are added, so unknown keys are kept.
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = SCHEMA_VERSION
+
+
+class TrajectoryHeader(_Record):
+    """The first line: what was run, where, with which settings, and the task prompt."""
+
+    kind: Literal["header"] = "header"
+    episode_id: str
+    created_at: str
+    env_id: str | None = None
+    competition: str | None = None
+    data: str | None = None
+    sample_data: bool | None = None
+    sandbox: str | None = Field(default=None, description="the backend name: docker | local")
+    sandbox_info: dict[str, Any] = Field(default_factory=dict, description="the sandbox's describe(), e.g. image")
+    seed: int | None = None
+    reset_options: dict[str, Any] | None = None
+    config: dict[str, Any] = Field(default_factory=dict, description="env.unwrapped.config as a dict")
+    mle_gym_version: str | None = None
+    run_metadata: dict[str, Any] = Field(default_factory=dict)
+    prompt: str = ""
+    reset_info: dict[str, Any] = Field(default_factory=dict)
+    tools: list[dict[str, Any]] = Field(default_factory=list, description="the tool schemas, OpenAI form")
+
+
+class StepRecord(_Record):
+    """One `step()`: what went in, what came out, and how long it took."""
+
+    kind: Literal["step"] = "step"
+    index: int = Field(ge=1, description="1-based, as info['step']")
+    action: Any = Field(description="the action as sent, made JSON-safe")
+    action_type: str = Field(description="the Python type of the action as sent")
+    action_lossy: bool = Field(default=False, description="part of the action could only be kept as its repr()")
+    tool_call: dict[str, Any] | None = Field(default=None, description="the parsed call: name, arguments, id")
+    tool_error: dict[str, Any] | None = None
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any] = Field(default_factory=dict)
+    started_at: str
+    duration_s: float
+    budgets: dict[str, Any] = Field(default_factory=dict)
+    agent: dict[str, Any] | None = Field(default=None, description="what the agent attached, e.g. token usage")
+
+
+class EndRecord(_Record):
+    """The last line: the grade and why the episode ended."""
+
+    kind: Literal["end"] = "end"
+    end_reason: EndReason
+    truncation_reason: str | None = None
+    grade: dict[str, Any] | None = None
+    total_reward: float
+    n_steps: int
+    ended_at: str
+    duration_s: float = Field(description="wall clock from the end of reset to the end of the episode")
+    error: str | None = Field(default=None, description="the exception step() raised, when end_reason is 'error'")
+
+
+@dataclasses.dataclass
+class Trajectory:
+    """A trajectory file as read back. `complete` is False when the closing record is missing
+    or the last line was torn (the writing process died mid-episode)."""
+
+    path: Path
+    header: TrajectoryHeader
+    steps: list[StepRecord]
+    end: EndRecord | None
+    complete: bool
+    torn_last_line: bool = False
+
+    @property
+    def total_reward(self) -> float:
+        return self.end.total_reward if self.end is not None else sum(s.reward for s in self.steps)
+
+    @property
+    def grade(self) -> dict[str, Any] | None:
+        if self.end is not None and self.end.grade is not None:
+            return self.end.grade
+        for step in reversed(self.steps):
+            if "grade" in step.info:
+                return step.info["grade"]
+        return None
+
+
+# -- making agent data JSON-safe ----------------------------------------------------------
+class _Jsonable:
+    """Converts anything into JSON-safe values; remembers whether it had to fall back to repr()."""
+
+    def __init__(self) -> None:
+        self.lossy = False
+
+    def __call__(self, value: Any, _depth: int = 0) -> Any:
+        if _depth > 50:
+            return self._repr(value)
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if isinstance(value, int):
+            return int(value)
+        if isinstance(value, float):
+            return float(value) if math.isfinite(value) else self._repr(value)
+        if isinstance(value, Enum):
+            return self(value.value, _depth + 1)
+        if isinstance(value, (bytes, bytearray)):
+            # The env decodes bytes the same way, so replaying the text is equivalent.
+            return bytes(value).decode("utf-8", "replace")
+        if isinstance(value, PurePath):
+            return str(value)
+        if isinstance(value, BaseModel):
+            try:
+                return self(value.model_dump(mode="json"), _depth + 1)
+            except Exception:  # a third-party model whose serialiser fails must not break step()
+                return self._repr(value)
+        if isinstance(value, Mapping):
+            return {str(k): self(v, _depth + 1) for k, v in value.items()}
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return [self(v, _depth + 1) for v in value]
+        if hasattr(value, "function"):  # an SDK tool-call object: keep what parse_action reads
+            fn = getattr(value, "function", None)
+            return {
+                "id": self(getattr(value, "id", None), _depth + 1),
+                "type": "function",
+                "function": {"name": self(getattr(fn, "name", None), _depth + 1),
+                             "arguments": self(getattr(fn, "arguments", None), _depth + 1)},
+            }
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return self(dataclasses.asdict(value), _depth + 1)
+        item = getattr(value, "item", None)  # numpy scalars
+        if callable(item) and getattr(value, "shape", None) == ():
+            try:
+                return self(item(), _depth + 1)
+            except Exception:
+                return self._repr(value)
+        return self._repr(value)
+
+    def _repr(self, value: Any) -> str:
+        self.lossy = True
+        try:
+            return repr(value)
+        except Exception:  # a broken __repr__ is the agent's bug, not ours
+            return f"<unrepresentable {type(value).__name__}>"
+
+
+def to_jsonable(value: Any) -> Any:
+    """`value` as JSON-safe data; anything JSON cannot hold becomes its repr()."""
+    return _Jsonable()(value)
+
+
+# -- the recorder ---------------------------------------------------------------------------
+class TrajectoryRecorder(gym.Wrapper):
+    """Streams every episode of `env` to `<out_dir>/<competition>-<UTC time>-<seed>-<uuid8>.jsonl`.
+
+    ```python
+    env = TrajectoryRecorder(gym.make("mle/aerial-cactus", sandbox="local"), "runs/", run_metadata={"agent": "me"})
+    obs, info = env.reset(seed=0)
+    env.annotate_next_step({"usage": {"prompt_tokens": 812}})   # lands in the next step record's `agent`
+    env.step({"name": "bash", "arguments": {"command": "ls"}})
+    env.trajectory_path                                          # the current episode's file
+    ```
+
+    Whatever the agent sends is recorded: values JSON cannot hold become their repr(), so the
+    recorder never makes `step()` fail on the agent's data. Failing to write the file is a
+    harness fault and raises `TrajectoryError`. A `reset()` mid-episode closes the previous
+    file with `end_reason="reset"`, `close()` with `end_reason="closed"`, and an exception
+    out of the wrapped `step()` with `end_reason="error"` before it propagates.
+    """
+
+    def __init__(self, env: gym.Env, out_dir: Path | str, *, run_metadata: dict[str, Any] | None = None) -> None:
+        super().__init__(env)
+        self.out_dir = Path(out_dir)
+        self.run_metadata = to_jsonable(dict(run_metadata or {}))
+        self._file: IO[str] | None = None
+        self._path: Path | None = None
+        self._pending_agent: dict[str, Any] | None = None
+        self._n_steps = 0
+        self._total_reward = 0.0
+        self._episode_started = 0.0
+        self._last_info: dict[str, Any] = {}
+        self._recorder_closed = False
+
+    # -- public ------------------------------------------------------------------------
+    @property
+    def trajectory_path(self) -> Path | None:
+        """The file of the current (or last) episode; None before the first reset."""
+        return self._path
+
+    def annotate_next_step(self, data: Mapping[str, Any]) -> None:
+        """Attach `data` (token usage, the raw model message, ...) to the next step's record.
+
+        Several calls before one step merge, later keys winning.
+        """
+        merged = dict(self._pending_agent or {})
+        merged.update(to_jsonable(dict(data)))
+        self._pending_agent = merged
+
+    # -- Gymnasium API -----------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        if self._file is not None:
+            self._finish("reset")
+        self._pending_agent = None
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._open_episode(obs, info, seed=seed, options=options)
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        started_at = _utc_now()
+        t0 = time.perf_counter()
+        agent, self._pending_agent = self._pending_agent, None
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+        except BaseException as exc:
+            if self._file is not None:
+                self._finish("error", error=f"{type(exc).__name__}: {exc}")
+            raise
+        duration = time.perf_counter() - t0
+        if self._file is None:  # stepping without an open file (e.g. reset() never went through us)
+            return obs, reward, terminated, truncated, info
+        self._n_steps += 1
+        self._total_reward += float(reward)
+        self._last_info = info
+        action_conv, conv = _Jsonable(), _Jsonable()
+        action_json = action_conv(action)
+        record = StepRecord(
+            index=self._n_steps,
+            action=action_json,
+            action_type=type(action).__name__,
+            action_lossy=action_conv.lossy,
+            tool_call=conv(info.get("tool_call")),
+            tool_error=conv(info.get("tool_error")),
+            observation=obs if isinstance(obs, str) else str(conv(obs)),
+            reward=float(reward),
+            terminated=bool(terminated),
+            truncated=bool(truncated),
+            info=conv(info),
+            started_at=started_at,
+            duration_s=round(duration, 4),
+            budgets={k: conv(info[k]) for k in _BUDGET_KEYS if k in info},
+            agent=agent,
+        )
+        self._write(record)
+        if terminated or truncated:
+            self._finish("terminated" if terminated else "truncated", info=info)
+        return obs, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        """Close the episode's file (with `end_reason="closed"` if one was open), then the env.
+
+        Idempotent; never raises.
+        """
+        if not self._recorder_closed:
+            self._recorder_closed = True
+            if self._file is not None:
+                try:
+                    self._finish("closed")
+                except TrajectoryError:
+                    log.exception("could not write the closing record of %s", self._path)
+                    self._close_file()
+        try:
+            self.env.close()
+        except Exception:  # close() must never raise; the env logs its own failures
+            log.exception("closing the wrapped env failed")
+
+    # -- internals -----------------------------------------------------------------------
+    def _open_episode(self, obs: Any, info: dict[str, Any], *, seed: int | None, options: dict[str, Any] | None) -> None:
+        unwrapped = self.env.unwrapped
+        config = getattr(unwrapped, "config", None)
+        config_dict = to_jsonable(config.model_dump()) if isinstance(config, BaseModel) else {}
+        competition = info.get("competition") or config_dict.get("competition")
+        spec = getattr(unwrapped, "spec", None) or getattr(self.env, "spec", None)
+        sandbox_info = info.get("sandbox")
+        if not isinstance(sandbox_info, dict):
+            sandbox = getattr(unwrapped, "sandbox", None)
+            sandbox_info = sandbox.describe() if sandbox is not None else {}
+        episode_id = uuid.uuid4().hex
+        now = datetime.now(timezone.utc)
+        name = f"{competition or 'episode'}-{now.strftime('%Y%m%dT%H%M%S')}Z-{'none' if seed is None else seed}-{episode_id[:8]}.jsonl"
+        header = TrajectoryHeader(
+            episode_id=episode_id,
+            created_at=_utc_now(),
+            env_id=spec.id if spec is not None else None,
+            competition=competition,
+            data=info.get("data", config_dict.get("data")),
+            sample_data=info.get("sample_data"),
+            sandbox=sandbox_info.get("backend", config_dict.get("sandbox")),
+            sandbox_info=to_jsonable(sandbox_info),
+            seed=seed,
+            reset_options=to_jsonable(options) if options is not None else None,
+            config=config_dict,
+            mle_gym_version=_package_version(),
+            run_metadata=self.run_metadata,
+            prompt=obs if isinstance(obs, str) else str(to_jsonable(obs)),
+            reset_info=to_jsonable(info),
+            tools=to_jsonable(getattr(unwrapped, "tools", []) or []),
+        )
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            path = self.out_dir / name
+            self._file = path.open("x", encoding="utf-8")
+        except OSError as exc:
+            raise TrajectoryError(
+                f"cannot create a trajectory file in {self.out_dir}: {exc}. "
+                "Give TrajectoryRecorder a writable out_dir."
+            ) from exc
+        self._path = path
+        self._n_steps = 0
+        self._total_reward = 0.0
+        self._last_info = info
+        self._episode_started = time.monotonic()
+        self._write(header)
+
+    def _write(self, record: _Record) -> None:
+        assert self._file is not None
+        line = json.dumps(record.model_dump(mode="json"), ensure_ascii=False, allow_nan=False)
+        try:
+            self._file.write(line + "\n")
+            self._file.flush()
+        except OSError as exc:
+            raise TrajectoryError(f"writing to the trajectory file {self._path} failed: {exc}") from exc
+
+    def _finish(self, reason: EndReason, *, info: dict[str, Any] | None = None, error: str | None = None) -> None:
+        info = info if info is not None else self._last_info
+        grade = info.get("grade") if reason in ("terminated", "truncated") else None
+        end = EndRecord(
+            end_reason=reason,
+            truncation_reason=info.get("truncation_reason") if reason == "truncated" else None,
+            grade=to_jsonable(grade) if grade is not None else None,
+            total_reward=self._total_reward,
+            n_steps=self._n_steps,
+            ended_at=_utc_now(),
+            duration_s=round(time.monotonic() - self._episode_started, 3),
+            error=error,
+        )
+        try:
+            self._write(end)
+            assert self._file is not None
+            os.fsync(self._file.fileno())
+        except OSError as exc:
+            raise TrajectoryError(f"writing to the trajectory file {self._path} failed: {exc}") from exc
+        finally:
+            self._close_file()
+
+    def _close_file(self) -> None:
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            except OSError:
+                log.exception("closing %s failed", self._path)
+
+
+def _package_version() -> str | None:
+    try:
+        from mle_gym import __version__
+    except ImportError:  # pragma: no cover - the package always defines it
+        return None
+    return __version__
+
+
+# -- the reader -----------------------------------------------------------------------------
+def _first_error(exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err["loc"]) or "record"
+        problems.append(f"{loc}: {err['msg']}")
+    more = f" (and {exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
+    return "; ".join(problems) + more
+
+
+def load_trajectory(path: Path | str) -> Trajectory:
+    """Read a trajectory file back.
+
+    A missing closing record or a torn last line (the writer was killed) gives
+    `complete=False`; anything else malformed raises `TrajectoryError` naming the path,
+    the line and what was wrong.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TrajectoryError(f"cannot read trajectory {path}: {exc}") from exc
+    text = raw.decode("utf-8", "replace")
+    lines = text.split("\n")
+    ends_with_newline = text.endswith("\n")
+    if ends_with_newline:
+        lines.pop()
+    header: TrajectoryHeader | None = None
+    steps: list[StepRecord] = []
+    end: EndRecord | None = None
+    torn = False
+    for lineno, line in enumerate(lines, start=1):
+        is_last = lineno == len(lines)
+        if not line.strip():
+            if is_last:
+                continue
+            raise TrajectoryError(f"{path}, line {lineno}: empty line; expected one JSON record per line")
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if is_last and not ends_with_newline and header is not None:
+                torn = True  # the writer died mid-line; what came before is intact
+                break
+            raise TrajectoryError(f"{path}, line {lineno}: not valid JSON ({exc.msg} at char {exc.pos})") from None
+        if not isinstance(data, dict):
+            raise TrajectoryError(f"{path}, line {lineno}: expected a JSON object, got {type(data).__name__}")
+        kind = data.get("kind")
+        version = data.get("schema_version")
+        if isinstance(version, int) and version > SCHEMA_VERSION:
+            raise TrajectoryError(
+                f"{path}, line {lineno}: schema_version {version} is newer than this mle-gym reads "
+                f"({SCHEMA_VERSION}); upgrade mle-gym"
+            )
+        if header is None and kind != "header":
+            raise TrajectoryError(f"{path}, line {lineno}: expected a header record first, got kind={kind!r}")
+        if end is not None:
+            raise TrajectoryError(f"{path}, line {lineno}: a {kind!r} record after the closing 'end' record")
+        try:
+            if kind == "header":
+                if header is not None:
+                    raise TrajectoryError(f"{path}, line {lineno}: a second header record; one file holds one episode")
+                header = TrajectoryHeader.model_validate(data)
+            elif kind == "step":
+                step = StepRecord.model_validate(data)
+                expected = steps[-1].index + 1 if steps else 1
+                if step.index != expected:
+                    raise TrajectoryError(f"{path}, line {lineno}: step index {step.index}, expected {expected}")
+                steps.append(step)
+            elif kind == "end":
+                end = EndRecord.model_validate(data)
+            else:
+                raise TrajectoryError(
+                    f"{path}, line {lineno}: unknown record kind {kind!r}; expected 'header', 'step' or 'end'"
+                )
+        except ValidationError as exc:
+            raise TrajectoryError(f"{path}, line {lineno}: bad {kind} record: {_first_error(exc)}") from None
+    if header is None:
+        raise TrajectoryError(f"{path}: the file is empty; expected a header record on line 1")
+    return Trajectory(path=path, header=header, steps=steps, end=end, complete=end is not None and not torn,
+                      torn_last_line=torn)

@@ -1,0 +1,211 @@
+"""TrajectoryRecorder and load_trajectory, on real local-sandbox episodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import mle_gym
+from mle_gym.errors import TrajectoryError
+from mle_gym.trajectory import SCHEMA_VERSION, TrajectoryRecorder, load_trajectory
+
+
+@pytest.fixture()
+def recorder(tmp_path: Path):
+    env = TrajectoryRecorder(
+        gym.make("mle/aerial-cactus", data="sample", sandbox="local", max_steps=20),
+        tmp_path / "traj", run_metadata={"agent": "test-agent"},
+    )
+    yield env
+    env.close()
+
+
+class _SdkFunction:
+    def __init__(self, name: str, arguments: str) -> None:
+        self.name, self.arguments = name, arguments
+
+
+class _SdkToolCall:
+    """Shaped like an OpenAI SDK tool call object (has .id and .function)."""
+
+    def __init__(self, id: str, name: str, arguments: str) -> None:
+        self.id, self.function = id, _SdkFunction(name, arguments)
+
+
+def test_records_header_steps_and_end(recorder: TrajectoryRecorder) -> None:
+    obs, info = recorder.reset(seed=7)
+    path = recorder.trajectory_path
+    assert path is not None and path.name.startswith("aerial-cactus-identification-") and "-7-" in path.name
+    recorder.annotate_next_step({"usage": {"prompt_tokens": 10}})
+    recorder.annotate_next_step({"message": {"role": "assistant"}})
+    recorder.step({"name": "bash", "arguments": {"command": "echo hello"}})
+    recorder.step(_SdkToolCall("call_abc", "list_dir", '{"path": "."}'))
+    recorder.step("this is not json")
+    recorder.step(object())  # not JSON-serialisable: kept as repr, step() does not raise
+    _, reward, terminated, _, final_info = recorder.step({"name": "submit", "arguments": {}})
+    assert terminated
+
+    traj = load_trajectory(path)
+    assert traj.complete and not traj.torn_last_line
+    h = traj.header
+    assert h.schema_version == SCHEMA_VERSION
+    assert (h.competition, h.env_id, h.data, h.sample_data, h.sandbox, h.seed) == (
+        "aerial-cactus-identification", "mle/aerial-cactus", "sample", True, "local", 7)
+    assert h.sandbox_info["backend"] == "local"
+    assert h.config["max_steps"] == 20 and h.mle_gym_version == mle_gym.__version__
+    assert h.run_metadata == {"agent": "test-agent"}
+    assert h.prompt == obs and h.reset_info["paths"] == info["paths"]
+    assert [t["function"]["name"] for t in h.tools][:2] == ["bash", "read_file"]
+
+    s = traj.steps
+    assert [x.index for x in s] == [1, 2, 3, 4, 5]
+    assert s[0].agent == {"usage": {"prompt_tokens": 10}, "message": {"role": "assistant"}}
+    assert s[1].agent is None
+    assert s[0].tool_call == {"name": "bash", "arguments": {"command": "echo hello"}, "id": None}
+    assert "hello" in s[0].observation and s[0].info["exit_code"] == 0
+    assert s[0].budgets == {"step": 1, "steps_left": 19, "time_left_s": s[0].budgets["time_left_s"]}
+    assert s[0].duration_s >= 0 and s[0].started_at.endswith("Z")
+    assert s[1].action == {"id": "call_abc", "type": "function",
+                           "function": {"name": "list_dir", "arguments": '{"path": "."}'}}
+    assert s[1].tool_call["id"] == "call_abc"
+    assert s[2].action == "this is not json" and s[2].tool_call is None
+    assert s[2].tool_error["type"] == "invalid_json" and not s[2].action_lossy
+    assert s[3].action_lossy and s[3].action.startswith("<object object") and s[3].action_type == "object"
+    assert traj.end is not None
+    assert traj.end.end_reason == "terminated" and traj.end.n_steps == 5
+    assert traj.end.grade == final_info["grade"] and traj.end.total_reward == reward
+
+
+def test_each_reset_starts_a_new_file_and_close_ends_open_episode(recorder: TrajectoryRecorder) -> None:
+    recorder.reset(seed=1)
+    first = recorder.trajectory_path
+    recorder.step({"name": "bash", "arguments": {"command": "true"}})
+    recorder.reset(seed=2)
+    second = recorder.trajectory_path
+    assert first != second
+    recorder.step({"name": "list_dir", "arguments": {}})
+    recorder.close()
+    recorder.close()  # idempotent
+    a, b = load_trajectory(first), load_trajectory(second)
+    assert a.complete and a.end.end_reason == "reset" and a.end.grade is None
+    assert b.complete and b.end.end_reason == "closed" and b.end.n_steps == 1
+
+
+def test_truncation_is_recorded(tmp_path: Path) -> None:
+    env = TrajectoryRecorder(gym.make("mle/aerial-cactus", sandbox="local", max_steps=2), tmp_path)
+    try:
+        env.reset()
+        env.step({"name": "bash", "arguments": {"command": "true"}})
+        *_, truncated, _ = env.step({"name": "bash", "arguments": {"command": "true"}})
+        assert truncated
+        traj = load_trajectory(env.trajectory_path)
+        assert "-none-" in traj.path.name and traj.header.seed is None
+        assert traj.end.end_reason == "truncated" and traj.end.truncation_reason == "max_steps"
+        assert traj.end.grade["submission_exists"] is False
+    finally:
+        env.close()
+
+
+def test_file_survives_kill_9_mid_episode(tmp_path: Path) -> None:
+    out = tmp_path / "traj"
+    script = textwrap.dedent(f"""
+        import sys, gymnasium as gym, mle_gym
+        from mle_gym.trajectory import TrajectoryRecorder
+        env = TrajectoryRecorder(gym.make("mle/aerial-cactus", sandbox="local", workspace_root={str(tmp_path / "ws")!r}),
+                                 {str(out)!r})
+        env.reset(seed=0)
+        env.step({{"name": "bash", "arguments": {{"command": "echo one"}}}})
+        env.step({{"name": "bash", "arguments": {{"command": "echo two"}}}})
+        print("READY", flush=True)
+        env.step({{"name": "bash", "arguments": {{"command": "sleep 60"}}}})
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ}, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "READY"
+        time.sleep(0.3)  # let the third step start: it is in flight when the process dies
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        # the killed process's shell ("sleep 60") lives in its session; end that group too
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    (path,) = out.glob("*.jsonl")
+    traj = load_trajectory(path)
+    assert not traj.complete and traj.end is None
+    assert traj.header.competition == "aerial-cactus-identification"
+    assert [s.observation.splitlines()[0] for s in traj.steps] == ["one", "two"]
+
+
+def _write_valid(tmp_path: Path, recorder: TrajectoryRecorder) -> Path:
+    recorder.reset(seed=0)
+    recorder.step({"name": "bash", "arguments": {"command": "true"}})
+    recorder.step({"name": "bash", "arguments": {"command": "true"}})
+    recorder.close()
+    return recorder.trajectory_path
+
+
+def test_torn_last_line_and_missing_end_are_accepted(tmp_path: Path, recorder: TrajectoryRecorder) -> None:
+    path = _write_valid(tmp_path, recorder)
+    lines = path.read_text().splitlines(keepends=True)
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text("".join(lines[:2]) + lines[2][: len(lines[2]) // 2])
+    traj = load_trajectory(torn)
+    assert not traj.complete and traj.torn_last_line and len(traj.steps) == 1 and traj.end is None
+    no_end = tmp_path / "no_end.jsonl"
+    no_end.write_text("".join(lines[:3]))
+    traj = load_trajectory(no_end)
+    assert not traj.complete and not traj.torn_last_line and len(traj.steps) == 2
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda ls: ls[1:], r"line 1: expected a header record first, got kind='step'"),
+        (lambda ls: [ls[0], "{not json\n", *ls[1:]], r"line 2: not valid JSON"),
+        (lambda ls: [ls[0], "[1, 2]\n", *ls[1:]], r"line 2: expected a JSON object, got list"),
+        (lambda ls: [ls[0], ls[2], ls[1], *ls[3:]], r"line 2: step index 2, expected 1"),
+        (lambda ls: [*ls, ls[1]], r"line 5: a 'step' record after the closing 'end' record"),
+        (lambda ls: [ls[0], json.dumps({"kind": "step", "index": 1}) + "\n"],
+         r"line 2: bad step record: action: Field required"),
+        (lambda ls: [ls[0], json.dumps({"kind": "party"}) + "\n"], r"line 2: unknown record kind 'party'"),
+        (lambda ls: [json.dumps({**json.loads(ls[0]), "schema_version": 99}) + "\n"],
+         r"line 1: schema_version 99 is newer"),
+        (lambda ls: [], r"the file is empty"),
+    ],
+)
+def test_bad_files_name_path_and_line(tmp_path: Path, recorder: TrajectoryRecorder, mutate, message: str) -> None:
+    path = _write_valid(tmp_path, recorder)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(mutate(path.read_text().splitlines(keepends=True))))
+    with pytest.raises(TrajectoryError, match=message) as err:
+        load_trajectory(bad)
+    assert str(bad) in str(err.value)
+
+
+def test_missing_file_is_a_trajectory_error(tmp_path: Path) -> None:
+    with pytest.raises(TrajectoryError, match=r"cannot read trajectory .*nope\.jsonl"):
+        load_trajectory(tmp_path / "nope.jsonl")
+
+
+def test_unwritable_out_dir_raises_trajectory_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    env = TrajectoryRecorder(gym.make("mle/aerial-cactus", sandbox="local"), blocker / "sub")
+    try:
+        with pytest.raises(TrajectoryError, match="cannot create a trajectory file in .*sub"):
+            env.reset()
+    finally:
+        env.close()
