@@ -1,4 +1,4 @@
-"""Core subcommands: list, prepare, episode (one episode on sample data, no agent logic)."""
+"""Core subcommands: list, prepare, image build, gc."""
 
 from __future__ import annotations
 
@@ -41,6 +41,24 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_image_build(args: argparse.Namespace) -> int:
+    from mle_gym.sandbox.image import build_image
+
+    tag = build_image(offline=args.offline, tag=args.tag, mirror=args.mirror, rebuild_base=args.rebuild_base)
+    print(f"built {tag}")
+    return 0
+
+
+def _cmd_gc(args: argparse.Namespace) -> int:
+    from mle_gym.sandbox.docker import gc_containers
+
+    removed = gc_containers(all_=args.all)
+    for name in removed:
+        print(f"removed {name}")
+    print(f"{len(removed)} container(s) removed", file=sys.stderr)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="list competitions and the state of their data")
     p.add_argument("--all", action="store_true", help="include every MLE-bench competition with leaderboard figures")
@@ -51,3 +69,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("competitions", nargs="+", metavar="ID")
     p.add_argument("--drop-raw", action="store_true", help="delete the raw download afterwards")
     p.set_defaults(func=_cmd_prepare)
+
+    p = sub.add_parser("image", help="build the sandbox image")
+    image_sub = p.add_subparsers(dest="image_command", metavar="ACTION")
+    b = image_sub.add_parser("build", help="build mle-gym:latest (online from the GPU Dockerfile, or --offline)")
+    b.add_argument("--offline", action="store_true",
+                   help="debootstrap a Debian root filesystem and docker-import it: no registry needed")
+    b.add_argument("--tag", default="mle-gym:latest")
+    b.add_argument("--mirror", default=None, help="Debian mirror for --offline (default: this machine's apt source)")
+    b.add_argument("--rebuild-base", action="store_true", help="redo debootstrap and the base import")
+    b.set_defaults(func=_cmd_image_build)
+
+    p = sub.add_parser("gc", help="remove mle-gym containers left behind by processes that died")
+    p.add_argument("--all", action="store_true", help="remove every mle-gym container, also of live processes")
+    p.set_defaults(func=_cmd_gc)
