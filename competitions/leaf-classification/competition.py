@@ -1,0 +1,118 @@
+"""Leaf Classification: MLE-bench's split of the labelled leaves, and sample data.
+
+The 99 species (the submission's columns, in order) are read from metadata.json, the one place
+they are written down.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+from sklearn.model_selection import train_test_split
+
+from mle_gym.errors import InvalidSubmissionError
+from mle_gym.grading.validation import align_to_answers, check_columns, check_ids, check_numeric
+
+ID = "id"
+SPECIES: list[str] = json.loads((Path(__file__).with_name("metadata.json")).read_text())["target_columns"]
+FEATURES = [f"{kind}{i}" for kind in ("margin", "shape", "texture") for i in range(1, 65)]
+ROW_SUM_TOLERANCE = 1e-6  # MLE-bench rejects rows whose probabilities do not sum to one
+
+
+def one_hot(frame: pd.DataFrame) -> pd.DataFrame:
+    """`id, species` rows as `id` plus one 0/1 column per species, in SPECIES order."""
+    unknown = sorted(set(frame["species"]) - set(SPECIES))
+    if unknown:
+        raise ValueError(f"train.csv names species outside the 99 known ones: {unknown[:5]}")
+    codes = pd.Categorical(frame["species"], categories=SPECIES).codes
+    matrix = np.zeros((len(frame), len(SPECIES)), dtype=int)
+    matrix[np.arange(len(frame)), codes] = 1
+    return pd.concat([frame[[ID]].reset_index(drop=True), pd.DataFrame(matrix, columns=SPECIES)], axis=1)
+
+
+def prepare(raw: Path, public: Path, private: Path) -> None:
+    """Hold out 10% of Kaggle's labelled leaves (seed 0); the answers are one-hot rows."""
+    old_train = pd.read_csv(raw / "train.csv")
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    answers = one_hot(new_test)
+    (public / "images").mkdir()
+    (private / "images").mkdir()  # MLE-bench creates it and leaves it empty
+    for leaf_id in [*new_train[ID], *new_test[ID]]:
+        shutil.copyfile(raw / "images" / f"{leaf_id}.jpg", public / "images" / f"{leaf_id}.jpg")
+    new_train.to_csv(public / "train.csv", index=False)
+    new_test.drop(columns=["species"]).to_csv(public / "test.csv", index=False)
+    answers.to_csv(private / "test.csv", index=False)
+    sample = pd.concat([answers[[ID]], pd.DataFrame(1 / len(SPECIES), index=answers.index, columns=SPECIES)], axis=1)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+
+
+def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+    """An id and all 99 species columns, the test ids once each, each row a probability distribution."""
+    check_columns(submission, [ID, *SPECIES])
+    check_ids(submission, answers, ID)
+    check_numeric(submission, SPECIES, low=0.0, high=1.0)
+    sums = submission[SPECIES].to_numpy(dtype=float).sum(axis=1)
+    off = np.flatnonzero(np.abs(sums - 1) > ROW_SUM_TOLERANCE)
+    if len(off):
+        raise InvalidSubmissionError(
+            f"each row's species probabilities must sum to 1 (within {ROW_SUM_TOLERANCE}); "
+            f"{len(off)} row(s) do not, e.g. id {submission[ID].iloc[off[0]]!r} sums to {sums[off[0]]:.6g}"
+        )
+    return align_to_answers(submission, answers, ID)
+
+
+def _silhouette(rng: np.random.Generator, aspect: float, lobes: int, size: int = 20) -> np.ndarray:
+    """A binary leaf outline like the real scans: white leaf on black, species-specific shape."""
+    yy, xx = np.mgrid[0:size, 0:size] - (size - 1) / 2
+    angle = np.arctan2(yy, xx)
+    radius = np.hypot(yy / aspect, xx) / (size * 0.42)
+    edge = 1 + 0.25 * np.cos(lobes * angle + rng.uniform(0, 0.3))
+    return np.where(radius <= edge, 255, 0).astype(np.uint8)
+
+
+def _species_profiles() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per species: mean feature vector, outline aspect ratio and number of lobes (fixed, not per seed)."""
+    rng = np.random.default_rng(1584)
+    means = rng.gamma(1.0, 1.0, size=(len(SPECIES), len(FEATURES)))
+    return means, rng.uniform(0.35, 1.0, size=len(SPECIES)), rng.integers(0, 7, size=len(SPECIES))
+
+
+def _features(rng: np.random.Generator, means: np.ndarray, species: np.ndarray) -> np.ndarray:
+    """Each of the three 64-bin histograms sums to 1, like Kaggle's pre-extracted features."""
+    raw = means[species] * rng.gamma(8.0, 1 / 8.0, size=(len(species), len(FEATURES)))
+    blocks = raw.reshape(len(species), 3, 64)
+    return (blocks / blocks.sum(axis=2, keepdims=True)).reshape(len(species), len(FEATURES)).round(6)
+
+
+def make_raw(raw: Path, seed: int, n: int = 120, n_hidden: int = 10) -> None:
+    """Files shaped like Kaggle's extracted download: train.csv, test.csv, images/, sample_submission.csv."""
+    rng = np.random.default_rng(seed)
+    means, aspects, lobes = _species_profiles()
+    ids = rng.permutation(np.arange(1, n + n_hidden + 1))
+    species = np.concatenate([np.arange(min(n, len(SPECIES))), rng.integers(0, len(SPECIES), size=max(0, n - len(SPECIES)))])
+    rng.shuffle(species)
+    hidden_species = rng.integers(0, len(SPECIES), size=n_hidden)
+    (raw / "images").mkdir()
+    for leaf_id, sp in zip(ids, [*species, *hidden_species]):
+        Image.fromarray(_silhouette(rng, aspects[sp], int(lobes[sp]))).save(raw / "images" / f"{leaf_id}.jpg")
+    train = pd.DataFrame({ID: ids[:n], "species": [SPECIES[s] for s in species]})
+    train = pd.concat([train, pd.DataFrame(_features(rng, means, species), columns=FEATURES)], axis=1)
+    train.sort_values(ID).to_csv(raw / "train.csv", index=False)
+    test = pd.concat([pd.DataFrame({ID: ids[n:]}),
+                      pd.DataFrame(_features(rng, means, hidden_species), columns=FEATURES)], axis=1)
+    test.sort_values(ID).to_csv(raw / "test.csv", index=False)
+    sample = pd.concat([test[[ID]], pd.DataFrame(1 / len(SPECIES), index=test.index, columns=SPECIES)], axis=1)
+    sample.sort_values(ID).to_csv(raw / "sample_submission.csv", index=False)
+
+
+def generate_sample(public: Path, private: Path, seed: int) -> None:
+    """A synthetic download of 594 labelled leaves (six per species), split exactly as `prepare` splits it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        make_raw(Path(tmp), seed, n=594, n_hidden=0)
+        prepare(Path(tmp), public, private)
