@@ -124,12 +124,19 @@ def rootfs_tarball_path(cache_dir: Path, packages: Sequence[str], suite: str, mi
     return cache_dir / f"debian-{suite}-minbase-{key}.tar"
 
 
+_SBIN_DIRS = ("/usr/sbin", "/sbin")  # debootstrap lives here, often outside a user's PATH
+
+
+def _find_debootstrap() -> str | None:
+    search = os.pathsep.join([os.environ.get("PATH", ""), *_SBIN_DIRS])
+    return shutil.which("debootstrap", path=search)
+
+
 def make_rootfs_tarball(
     dest: Path, *, packages: Sequence[str] = BASE_PACKAGES, suite: str = SUITE, mirror: str | None = None,
 ) -> Path:
     """Run debootstrap into a temporary folder and pack the result as an uncompressed tarball at `dest`."""
-    debootstrap = shutil.which("debootstrap") or next(
-        (p for p in ("/usr/sbin/debootstrap", "/sbin/debootstrap") if Path(p).exists()), None)
+    debootstrap = _find_debootstrap()
     if debootstrap is None:
         raise ImageBuildError(
             "the offline image build needs `debootstrap`, which is not installed. Install it "
