@@ -134,13 +134,17 @@ def multiclass_log_loss(probs: np.ndarray | pd.DataFrame, onehot: np.ndarray | p
     _require_finite(p, "class probabilities")
     if (p < 0).any():
         raise InvalidSubmissionError(f"class probabilities must be >= 0; found {p.min()}")
-    ones = (y == 1).sum(axis=1)
-    if not ((ones == 1) & ((y == 0) | (y == 1)).all(axis=1)).all():
-        bad = int(np.flatnonzero(ones != 1)[0]) if (ones != 1).any() else 0
+    rows = np.arange(len(y))
+    truth = y.argmax(axis=1)
+    # One-hot without a per-cell comparison: non-negative, the row's largest cell is 1 and the
+    # row sums to 1, so every other cell is 0.
+    onehot_ok = (y.min(axis=1) >= 0) & (y[rows, truth] == 1) & (y.sum(axis=1) == 1)
+    if not onehot_ok.all():
+        bad = int(np.flatnonzero(~onehot_ok)[0])
         raise ValueError(f"the answers must be one-hot (exactly one 1 per row); row {bad} is {y[bad].tolist()}")
-    p = np.clip(p, eps, 1 - eps)
-    p = p / p.sum(axis=1, keepdims=True)
-    true_prob = p[np.arange(len(p)), y.argmax(axis=1)]
+    clipped = np.clip(p, eps, 1 - eps)
+    # Normalising only the true-class cell is the same as normalising the whole row first.
+    true_prob = clipped[rows, truth] / clipped.sum(axis=1)
     return float(-np.mean(np.log(true_prob)))
 
 
