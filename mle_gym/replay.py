@@ -157,6 +157,8 @@ def replay_trajectory(path: Path | str, **overrides: Any) -> ReplayReport:
     if header.config.get("time_limit_s") and traj.end is not None and traj.end.truncation_reason == "time_limit":
         notes.append("the recorded episode ran out of wall-clock time; the replay's timing will differ")
 
+    log.info("replaying %s: %d steps in %s (seed %s, sandbox %s)", traj.path, len(traj.steps), env_id,
+             header.seed, config.get("sandbox"))
     env = gym.make(env_id, **config)
     try:
         obs, info = env.reset(seed=header.seed, options=header.reset_options)

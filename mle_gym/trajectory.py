@@ -241,7 +241,10 @@ class TrajectoryRecorder(gym.Wrapper):
     def annotate_next_step(self, data: Mapping[str, Any]) -> None:
         """Attach `data` (token usage, the raw model message, ...) to the next step's record.
 
-        Several calls before one step merge, later keys winning.
+        Several calls before one step merge, later keys winning. Two keys are read back by
+        `mle-gym show` and the chat export: `usage` (`prompt_tokens`, `completion_tokens`) and
+        `message` (the model's raw assistant message; its `content` text becomes the content of
+        the exported assistant turn).
         """
         merged = dict(self._pending_agent or {})
         merged.update(to_jsonable(dict(data)))
