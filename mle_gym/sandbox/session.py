@@ -101,8 +101,10 @@ class ShellSession:
                 f"could not start the sandbox shell with {self._argv!r}: {exc}. "
                 "Check that the sandbox is running and has bash."
             ) from exc
-        # pexpect waits 50 ms before every send by default; a persistent shell must not.
+        # pexpect waits 50 ms before every send and 0.1 ms after every read by default; a
+        # persistent shell must not (the read delay alone was a third of a Docker step).
         child.delaybeforesend = None
+        child.delayafterread = None
         self._child = child
         setup = (
             "stty -echo 2>/dev/null; unset PROMPT_COMMAND; set +o history; HISTFILE=; PS2=; "
