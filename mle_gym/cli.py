@@ -13,6 +13,7 @@ from mle_gym.errors import MLEGymError
 # Modules that add subcommands; each defines `register(subparsers)` and sets `func` on its parsers.
 _COMMAND_MODULES = [
     "mle_gym.commands",
+    "mle_gym.run_cli",
     "mle_gym.trajectory_cli",
 ]
 
