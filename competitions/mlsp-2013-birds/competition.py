@@ -150,8 +150,11 @@ def _histogram(rng: np.random.Generator, species: list[int]) -> np.ndarray:
     return counts / total if total else counts
 
 
-def make_raw(raw: Path, seed: int, n: int = 40) -> None:
-    """Files shaped like Kaggle's extracted download: mlsp_contest_dataset/{essential,supplemental}_data/."""
+def make_raw(raw: Path, seed: int, n: int = 40, hidden_media: bool = True) -> None:
+    """Files shaped like Kaggle's extracted download: mlsp_contest_dataset/{essential,supplemental}_data/.
+
+    `hidden_media=False` skips the sound and image files of fold 1, which `prepare` never reads.
+    """
     rng = np.random.default_rng(seed)
     essential, supplemental = raw / DATASET / "essential_data", raw / DATASET / "supplemental_data"
     (essential / "src_wavs").mkdir(parents=True)
@@ -171,11 +174,12 @@ def make_raw(raw: Path, seed: int, n: int = 40) -> None:
         else:
             label_lines.append(",".join(str(v) for v in [rec_id, *present]))
         signal = _song(rng, present)
-        _write_wav(essential / "src_wavs" / f"{name}.wav", signal)
-        image = Image.fromarray(_spectrogram(signal), mode="L")
-        for folder in SPECTROGRAM_FOLDERS:
-            if folder != "segmentation_examples" or rec_id % 5 == 0:
-                image.save(supplemental / folder / f"{name}.bmp")
+        if hidden_media or folds[rec_id] == 0:
+            _write_wav(essential / "src_wavs" / f"{name}.wav", signal)
+            image = Image.fromarray(_spectrogram(signal), mode="L")
+            for folder in SPECTROGRAM_FOLDERS:
+                if folder != "segmentation_examples" or rec_id % 5 == 0:
+                    image.save(supplemental / folder / f"{name}.bmp")
         hist_lines.append(",".join([str(rec_id), *(f"{v:.6f}" for v in _histogram(rng, present))]))
         for segment in range(len(present)):
             feature_lines.append(",".join([str(rec_id), str(segment), *(f"{v:.5f}" for v in rng.random(38))]))
@@ -200,5 +204,5 @@ def make_raw(raw: Path, seed: int, n: int = 40) -> None:
 def generate_sample(public: Path, private: Path, seed: int) -> None:
     """A synthetic download of 200 recordings (100 labelled), re-split exactly as `prepare` re-splits it."""
     with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=200)
+        make_raw(Path(tmp), seed, n=200, hidden_media=False)
         prepare(Path(tmp), public, private)
