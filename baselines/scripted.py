@@ -94,7 +94,8 @@ class ScriptedAgent:
             else:
                 self.log.append("no torch in the sandbox: scikit-learn features")
         elif done == "run" and failed:
-            self._fall_back(f"the training script failed: {observation.strip().splitlines()[-1:]}")
+            said = [line for line in observation.splitlines() if line.strip() and not line.startswith("[exit code")]
+            self._fall_back(f"the training script failed: {said[-1] if said else 'no output'}")
         elif done == "validate" and (failed or not observation.startswith("Submission is valid")):
             self._fall_back(f"the submission is not valid: {observation.strip()[:200]}")
 
