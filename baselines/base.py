@@ -28,6 +28,7 @@ class Agent(Protocol):
 
 AgentFactory = Callable[..., Agent]
 _AGENTS: dict[str, AgentFactory] = {}
+_BUILTIN_LOADED = False
 
 
 def register_agent(name: str, factory: AgentFactory) -> None:
@@ -57,15 +58,16 @@ def get_agent(name: str, **options: Any) -> Agent:
 
 def _load_builtin() -> None:
     # Imported lazily so that `mle_gym.baselines.base` stays importable on its own.
-    if _AGENTS:
+    global _BUILTIN_LOADED
+    if _BUILTIN_LOADED:
         return
+    _BUILTIN_LOADED = True
     from mle_gym.baselines.llm import LLMAgent
     from mle_gym.baselines.random_agent import RandomAgent
     from mle_gym.baselines.scripted import ScriptedAgent
 
-    register_agent("random", RandomAgent)
-    register_agent("scripted", ScriptedAgent)
-    register_agent("llm", LLMAgent)
+    for name, factory in (("random", RandomAgent), ("scripted", ScriptedAgent), ("llm", LLMAgent)):
+        _AGENTS.setdefault(name, factory)
 
 
 def submit_action(path: str | None = None) -> Action:
