@@ -127,7 +127,8 @@ class ScriptedAgent:
 
     def _do_run(self) -> Action:
         assert self._solution is not None
-        command = " ".join(shlex.quote(p) for p in ("python3", self._script_path(), self._paths["data"], self._submission))
+        argv = ["python3", self._script_path(), self._paths["data"], self._submission, str(self.seed or 0)]
+        command = " ".join(shlex.quote(p) for p in argv)
         args: dict[str, Any] = {"command": command}
         timeout = self.timeout_s or self._solution.timeout_s
         if timeout:

@@ -1,6 +1,6 @@
 """Training scripts the scripted agent writes into the sandbox, one pipeline per competition.
 
-Each script runs as `python3 solution.py DATA_DIR SUBMISSION_PATH` with numpy, pandas,
+Each script runs as `python3 solution.py DATA_DIR SUBMISSION_PATH [SEED]` with numpy, pandas,
 scikit-learn and pillow only (the sandbox image's stack); the CNN script also needs torch and
 is used only when the sandbox can import it. Scripts print a validation score so that the
 transcript reads like an agent's own work.
@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 DATA, OUT = Path(sys.argv[1]), Path(sys.argv[2])
+SEED = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 OUT.parent.mkdir(parents=True, exist_ok=True)
 '''
 
@@ -68,7 +69,7 @@ def features(imgs):
 X, T = features(X_img), features(T_img)
 # Early stopping on a held-out 15% also reports the validation AUC.
 model = HistGradientBoostingClassifier(max_iter=300, learning_rate=0.08, early_stopping=True, scoring="roc_auc",
-                                       validation_fraction=0.15, n_iter_no_change=15, random_state=0)
+                                       validation_fraction=0.15, n_iter_no_change=15, random_state=SEED)
 model.fit(X, y)
 print(f"{model.n_iter_} trees, validation auc {model.validation_score_[-1]:.4f}")
 sample["has_cactus"] = model.predict_proba(T)[:, 1]
@@ -80,7 +81,7 @@ CACTUS_CNN = _HEADER + _CACTUS_LOAD + '''
 import torch
 from torch import nn
 
-torch.manual_seed(0)
+torch.manual_seed(SEED)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 net = nn.Sequential(
     nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
@@ -140,7 +141,7 @@ chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=3, sublin
 X = hstack([words.fit_transform(train["text"]), chars.fit_transform(train["text"])]).tocsr()
 T = hstack([words.transform(test["text"]), chars.transform(test["text"])]).tocsr()
 y = train["author"]
-X_fit, X_val, y_fit, y_val = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
+X_fit, X_val, y_fit, y_val = train_test_split(X, y, test_size=0.2, random_state=SEED, stratify=y)
 model = LogisticRegression(C=4.0, max_iter=1000)
 model.fit(X_fit, y_fit)
 print("validation log loss:", round(log_loss(y_val, model.predict_proba(X_val), labels=model.classes_), 4))
@@ -160,14 +161,14 @@ train = pd.read_csv(DATA / "train.csv")
 test = pd.read_csv(DATA / "test.csv")
 # The full training set has millions of rows; a million is plenty for boosted trees here.
 if len(train) > 1_000_000:
-    train = train.sample(1_000_000, random_state=0)
+    train = train.sample(1_000_000, random_state=SEED)
 # Classes seen once or twice (Cover_Type 5 in the real data) cannot be stratified or learned.
 counts = train["Cover_Type"].value_counts()
 train = train[train["Cover_Type"].isin(counts[counts >= 3].index)]
 features = [c for c in train.columns if c not in ("Id", "Cover_Type")]
 X, y = train[features], train["Cover_Type"]
 model = HistGradientBoostingClassifier(max_iter=300, learning_rate=0.1, early_stopping=True, scoring="accuracy",
-                                       validation_fraction=0.15, n_iter_no_change=10, random_state=0)
+                                       validation_fraction=0.15, n_iter_no_change=10, random_state=SEED)
 model.fit(X, y)
 print(f"{model.n_iter_} rounds, validation accuracy {model.validation_score_[-1]:.4f}")
 pd.DataFrame({"Id": test["Id"], "Cover_Type": model.predict(test[features])}).to_csv(OUT, index=False)
@@ -195,7 +196,7 @@ def features(frame):
 
 X, y, T = features(train), train["target"], features(test)
 model = HistGradientBoostingClassifier(max_iter=500, learning_rate=0.1, max_leaf_nodes=63, early_stopping=True,
-                                       scoring="roc_auc", validation_fraction=0.15, n_iter_no_change=15, random_state=0)
+                                       scoring="roc_auc", validation_fraction=0.15, n_iter_no_change=15, random_state=SEED)
 model.fit(X, y)
 print(f"{model.n_iter_} trees, validation auc {model.validation_score_[-1]:.4f}")
 pd.DataFrame({"id": test["id"], "target": model.predict_proba(T)[:, 1]}).to_csv(OUT, index=False)
@@ -255,7 +256,7 @@ for target in targets:
     # The metric is RMSLE, so fit log1p(target) with squared error and invert.
     y = np.log1p(train[target].clip(lower=0))
     model = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, early_stopping=True,
-                                          validation_fraction=0.15, n_iter_no_change=15, random_state=0)
+                                          validation_fraction=0.15, n_iter_no_change=15, random_state=SEED)
     model.fit(X, y)
     print(f"{target}: {model.n_iter_} trees, validation rmsle {np.sqrt(-model.validation_score_[-1]):.4f}")
     submission[target] = np.expm1(model.predict(T)).clip(min=0)
