@@ -50,11 +50,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     total = len(competitions) * args.seeds
     progress = None if args.quiet else Progress(total)
     print(f"running {total} episode(s) of agent {args.agent!r} into {out}", file=sys.stderr)
+    if (out / "results.jsonl").exists():
+        print(f"note: appending to the existing {out / 'results.jsonl'}; the report covers all of its episodes",
+              file=sys.stderr)
     records = run(competitions, agent=args.agent, seeds=args.seeds, out_dir=out, data=args.data,
                   sandbox=args.sandbox, jobs=args.jobs, max_steps=args.max_steps, time_limit_s=args.time_limit_s,
                   command_timeout_s=args.command_timeout_s, agent_options=_agent_options(args.agent_option),
                   progress=progress)
-    reports = summarize_by_agent(records)
+    reports = summarize_by_agent(load_results(out))  # the whole folder, earlier runs included
     for report in reports.values():
         print(to_text_table(report))
     (out / "report.json").write_text(to_json(reports) + "\n")
@@ -88,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", choices=["sample", "kaggle"], default="sample")
     p.add_argument("--sandbox", choices=["docker", "local"], default="docker")
     p.add_argument("--out", help="output folder (default: runs/<agent>-<time>)")
-    p.add_argument("--jobs", type=int, default=None, help="episodes at once (default and cap: the CPU count)")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="episodes at once (default and cap: the CPU count)")
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--time-limit-s", type=float, default=None)
     p.add_argument("--command-timeout-s", type=float, default=None)

@@ -149,10 +149,15 @@ def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], 
         return rec
 
     workers = default_jobs(jobs, len(specs))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="episode")
     try:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="episode") as pool:
-            return list(pool.map(work, specs))
+        return list(pool.map(work, specs))
+    except BaseException:
+        # On Ctrl-C, start no new episode; the running ones finish (their envs close themselves).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
     finally:
+        pool.shutdown(wait=True)
         if progress is not None:
             progress.close()
 
@@ -256,7 +261,7 @@ class Progress:
         for key, ep in self._running.items():
             elapsed = now - ep.started
             frac = max(ep.steps / ep.max_steps, elapsed / ep.time_limit_s)
-            lines.append(f"  {key[:48]:<48} {_bar(frac)} {ep.steps:>4}/{ep.max_steps} steps {elapsed:6.1f}s {ep.tool}")
+            lines.append(f"  {key[:48]:<48} {_bar(frac)} {ep.steps:>4}/{ep.max_steps} steps {elapsed:6.1f}s{f" last: {ep.tool}" if ep.tool else ""}")
         done = self._done / self.total if self.total else 1.0
         lines.append(f"  {'overall':<48} {_bar(done)} {self._done:>4}/{self.total} episodes "
                      f"{now - self._started:6.1f}s{f'  {self._errors} crashed' if self._errors else ''}")
