@@ -261,7 +261,8 @@ class Progress:
         for key, ep in self._running.items():
             elapsed = now - ep.started
             frac = max(ep.steps / ep.max_steps, elapsed / ep.time_limit_s)
-            lines.append(f"  {key[:48]:<48} {_bar(frac)} {ep.steps:>4}/{ep.max_steps} steps {elapsed:6.1f}s{f" last: {ep.tool}" if ep.tool else ""}")
+            last = f" last: {ep.tool}" if ep.tool else ""
+            lines.append(f"  {key[:48]:<48} {_bar(frac)} {ep.steps:>4}/{ep.max_steps} steps {elapsed:6.1f}s{last}")
         done = self._done / self.total if self.total else 1.0
         lines.append(f"  {'overall':<48} {_bar(done)} {self._done:>4}/{self.total} episodes "
                      f"{now - self._started:6.1f}s{f'  {self._errors} crashed' if self._errors else ''}")
