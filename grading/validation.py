@@ -175,6 +175,19 @@ def check_numeric(
             )
 
 
+def check_rows_sum_to_one(
+    submission: pd.DataFrame, columns: list[str], id_column: str, *, what: str = "class", tolerance: float = 1e-6
+) -> None:
+    """Each row of `columns` is a probability distribution: it sums to 1 within `tolerance`."""
+    sums = submission[columns].to_numpy(dtype=float).sum(axis=1)
+    off = np.flatnonzero(np.abs(sums - 1) > tolerance)
+    if len(off):
+        raise InvalidSubmissionError(
+            f"each row's {what} probabilities must sum to 1 (within {tolerance}); "
+            f"{len(off)} row(s) do not, e.g. id {submission[id_column].iloc[off[0]]!r} sums to {sums[off[0]]:.6g}"
+        )
+
+
 def align_to_answers(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str) -> pd.DataFrame:
     """The submission reordered to the answers' id order, with the answers' id values.
 

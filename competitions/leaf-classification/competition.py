@@ -16,8 +16,13 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.errors import InvalidSubmissionError
-from mle_gym.grading.validation import align_to_answers, check_columns, check_ids, check_numeric
+from mle_gym.grading.validation import (
+    align_to_answers,
+    check_columns,
+    check_ids,
+    check_numeric,
+    check_rows_sum_to_one,
+)
 
 ID = "id"
 SPECIES: list[str] = json.loads((Path(__file__).with_name("metadata.json")).read_text())["target_columns"]
@@ -57,13 +62,7 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     check_columns(submission, [ID, *SPECIES])
     check_ids(submission, answers, ID)
     check_numeric(submission, SPECIES, low=0.0, high=1.0)
-    sums = submission[SPECIES].to_numpy(dtype=float).sum(axis=1)
-    off = np.flatnonzero(np.abs(sums - 1) > ROW_SUM_TOLERANCE)
-    if len(off):
-        raise InvalidSubmissionError(
-            f"each row's species probabilities must sum to 1 (within {ROW_SUM_TOLERANCE}); "
-            f"{len(off)} row(s) do not, e.g. id {submission[ID].iloc[off[0]]!r} sums to {sums[off[0]]:.6g}"
-        )
+    check_rows_sum_to_one(submission, SPECIES, ID, what="species", tolerance=ROW_SUM_TOLERANCE)
     return align_to_answers(submission, answers, ID)
 
 
