@@ -30,6 +30,7 @@ import re
 import shutil
 import socket
 import tempfile
+import time
 import uuid
 import weakref
 from pathlib import Path
@@ -563,6 +564,7 @@ class DockerSandbox(WorkspaceSandbox):
             raise
 
     def _kill_foreground(self, shell_pid: int) -> int:
+        started = time.monotonic()
         try:
             code, out = self._exec_quiet(
                 ["python3", "-c", _killtree_source(), "fg", str(shell_pid)], user="root")
@@ -570,6 +572,8 @@ class DockerSandbox(WorkspaceSandbox):
             log.warning("timeout kill in container %s failed: %s", self._container_name, exc)
             return 0
         text = out.decode("ascii", "replace").strip()
+        log.debug("timeout kill in %s: exit %s, %r signalled, %.3f s", self._container_name, code, text,
+                  time.monotonic() - started)
         return int(text) if code == 0 and text.isdigit() else 0
 
     def _kill_all_agent_processes(self) -> None:

@@ -105,6 +105,10 @@ class ShellSession:
         # persistent shell must not (the read delay alone was a third of a Docker step).
         child.delaybeforesend = None
         child.delayafterread = None
+        # ptyprocess also sleeps 0.1 s after closing the pty and after each signal of a
+        # terminate: that was a third of a Docker reset. A shell dies at once on SIGHUP.
+        child.ptyproc.delayafterclose = 0.005
+        child.ptyproc.delayafterterminate = 0.01
         self._child = child
         setup = (
             "stty -echo 2>/dev/null; unset PROMPT_COMMAND; set +o history; HISTFILE=; PS2=; "
@@ -171,17 +175,44 @@ class ShellSession:
             reason = "the shell exited (the command ended it, e.g. `exit` or `exec`)"
             self.restart()
             return CommandOutcome(None, False, True, reason)
-        # Timed out: stop the job's tree where it runs (SIGINT, then SIGKILL), then interrupt
-        # the shell too, which stops the rest of the command list and loops in the shell
-        # itself. Repeat in case the list had already moved on to its next program.
+        # Timed out: stop the job's tree where it runs (SIGINT, then SIGKILL). If the prompt
+        # does not come back (nothing was running but the shell itself, e.g. a builtin loop, or
+        # the list moved on to its next program), interrupt the shell too. Repeat a few times.
         pid = self.shell_pid or -1
+        interrupted = False
         for _ in range(4):
-            self._kill_foreground(pid)
+            if self._kill_foreground(pid) and self._wait_prompt(n, 0.5) is not None:
+                break
             self._child.sendintr()
+            interrupted = True
             if self._wait_prompt(n, 1.0) is not None:
-                return CommandOutcome(None, True, False, None)
-        self.restart()
-        return CommandOutcome(None, True, True, "the shell did not come back after the timeout kill")
+                break
+        else:
+            self.restart()
+            return CommandOutcome(None, True, True, "the shell did not come back after the timeout kill")
+        if interrupted and not self._resync():
+            self.restart()
+            return CommandOutcome(None, True, True, "the shell did not answer after the timeout interrupt")
+        return CommandOutcome(None, True, False, None)
+
+    def _resync(self) -> bool:
+        """Make sure an interrupt sent to the shell has been handled before the next command.
+
+        Bash acts on SIGINT at its next safe point. When that falls while it parses the next
+        line, it drops the start of the line (the prompt counter's update) and runs the rest,
+        so the next command would run but never seem to end. A throwaway line that comes back
+        with its own prompt number shows the interrupt is spent.
+        """
+        assert self._child is not None
+        for _ in range(5):
+            self._counter += 1
+            m = self._counter
+            self._child.send(f"__mle_n={m}; :\n".encode())
+            if self._wait_prompt(m, 0.5) is not None:
+                return True
+            if not self.alive():
+                return False
+        return False
 
     def _wait_prompt(self, n: int, timeout_s: float) -> int | None:
         """Exit status once prompt `n` shows; None on timeout or a dead shell."""

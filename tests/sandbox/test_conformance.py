@@ -40,7 +40,9 @@ def unique_seconds() -> str:
 
 def processes(sb: Sandbox) -> str:
     """Every command line visible where the sandbox runs commands."""
-    return run(sb, "ps -eo args").output
+    result = run(sb, "ps -eo args")
+    assert result.exit_code == 0 and not result.timed_out and "ps -eo args" in result.output, result
+    return result.output
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +117,20 @@ def test_timeout_kills_the_process_tree_where_it_runs(sb: Sandbox) -> None:
     seen = processes(sb)
     assert marker not in seen and "time.sleep(1000)" not in seen
     assert run(sb, "echo still here").output == "still here\n"
+
+
+@pytest.mark.parametrize("hang", [
+    "sleep 1000",
+    "sleep 1000; sleep 1000",
+    "python3 -c 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(1000)'",
+    "while :; do :; done",
+])
+def test_the_command_after_a_timeout_runs_normally(sb: Sandbox, hang: str) -> None:
+    # A Ctrl-C still pending in the shell must not eat the start of the next command line.
+    for i in range(3):
+        assert run(sb, hang, timeout_s=0.5).timed_out
+        after = run(sb, f"echo next{i}", timeout_s=10)
+        assert (after.output, after.exit_code, after.timed_out) == (f"next{i}\n", 0, False)
 
 
 def test_timeout_stops_a_shell_builtin_loop(sb: Sandbox) -> None:
