@@ -33,6 +33,7 @@ import tempfile
 import time
 import uuid
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -123,6 +124,45 @@ for folder in sys.argv[2:]:
         except OSError:
             pass
 """
+
+
+# Hang up a shell the host lets go of. Closing the `docker exec` client does not end the
+# process inside (the container keeps its pty), so a shell restarted after a failed timeout
+# kill would live on, maybe spinning. SIGHUP makes bash hang up its jobs as a terminal would.
+_HANGUP_SRC = """
+import os, signal, sys, time
+pid = int(sys.argv[1])
+def is_bash():
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        with open("/proc/%d/comm" % pid, "rb") as handle:
+            return handle.read().strip() == b"bash" and fields[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+if is_bash():
+    os.kill(pid, signal.SIGHUP)
+    for _ in range(40):
+        time.sleep(0.005)
+        if not is_bash():
+            break
+    else:
+        os.kill(pid, signal.SIGKILL)
+"""
+
+
+class _ContainerShell(ShellSession):
+    """The session, plus: when the host lets go of a shell, the shell inside is hung up too."""
+
+    def __init__(self, *args: Any, hangup: Callable[[int], None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._hangup = hangup
+
+    def close(self) -> None:
+        pid = self.shell_pid
+        super().close()
+        if pid is not None:
+            self._hangup(pid)
 
 
 class DockerSandboxConfig(BaseModel):
@@ -254,9 +294,7 @@ class DockerSandbox(WorkspaceSandbox):
             self._create_container()
         elif not self._pristine:
             self._scrub_container()
-            if self._session is not None:
-                self._session.close()
-                self._session = None
+            self._forget_shell()
         self._wipe_writable()
         self._ensure_shell()
         self._pristine = True
@@ -266,9 +304,7 @@ class DockerSandbox(WorkspaceSandbox):
             return
         self._closed = True
         _OPEN.discard(self)
-        if self._session is not None:
-            self._session.close()
-            self._session = None
+        self._forget_shell()  # removing the container ends it
         self._discard_container()
         if self._client is not None:
             try:
@@ -501,9 +537,7 @@ class DockerSandbox(WorkspaceSandbox):
                 pass
             except _DOCKER_ERRORS as exc:
                 log.warning("could not remove container %s: %s", self._container_name, exc)
-        if self._session is not None:
-            self._session.close()
-            self._session = None
+        self._forget_shell()
         if self._workspace is not None:
             shutil.rmtree(self._workspace, ignore_errors=True)
             self._workspace = None
@@ -514,15 +548,15 @@ class DockerSandbox(WorkspaceSandbox):
         result = self._container.exec_run(argv, user=user, workdir="/", demux=False)
         return int(result.exit_code if result.exit_code is not None else -1), result.output or b""
 
-    def _scrub_container(self) -> None:
-        """Kill every agent process (the shell too) and empty the scratch folders."""
+    def _scrub_container(self, *, wipe_scratch: bool = True) -> None:
+        """Kill every agent process (the shell too) and, for a new episode, empty the scratch folders."""
         as_root = self._agent_uid in (0, None)
         try:
             if as_root and self._session is not None and self._session.shell_pid is not None:
                 # kill(-1) as root would take the container's own sleep down: walk the tree instead
                 self._exec_quiet(["python3", "-c", _killtree_source(), "all", str(self._session.shell_pid)], user="root")
             code, out = self._exec_quiet(
-                ["python3", "-c", _SCRUB_SRC, "keep" if as_root else "kill", *SCRATCH_DIRS],
+                ["python3", "-c", _SCRUB_SRC, "keep" if as_root else "kill", *(SCRATCH_DIRS if wipe_scratch else ())],
                 user=self._agent_spec or "root")
         except docker.errors.NotFound:
             raise self._died_error() or ContainerDiedError(f"container {self._container_name} vanished") from None
@@ -549,8 +583,8 @@ class DockerSandbox(WorkspaceSandbox):
         ]
         # The docker client's own environment (DOCKER_HOST, DOCKER_CONFIG); none of it
         # reaches the container, which only gets the -e values above.
-        return ShellSession(
-            argv, kill_foreground=self._kill_foreground, env=dict(os.environ),
+        return _ContainerShell(
+            argv, kill_foreground=self._kill_foreground, hangup=self._hangup_shell, env=dict(os.environ),
             start_timeout_s=self.config.start_timeout_s,
         )
 
@@ -576,9 +610,25 @@ class DockerSandbox(WorkspaceSandbox):
                   time.monotonic() - started)
         return int(text) if code == 0 and text.isdigit() else 0
 
+    def _hangup_shell(self, shell_pid: int) -> None:
+        """Hang up a shell inside the container; never raises (it runs from close())."""
+        if self._container is None:
+            return
+        try:
+            self._exec_quiet(["python3", "-c", _HANGUP_SRC, str(shell_pid)], user="root")
+        except _DOCKER_ERRORS as exc:
+            log.debug("hanging up shell %d in %s: %s", shell_pid, self._container_name, exc)
+
+    def _forget_shell(self) -> None:
+        """Drop the session without a hang-up: its shell is already dead (scrubbed or removed)."""
+        if self._session is not None:
+            self._session.shell_pid = None
+            self._session.close()
+            self._session = None
+
     def _kill_all_agent_processes(self) -> None:
         if self._container is not None:
-            self._scrub_container()
+            self._scrub_container(wipe_scratch=False)
 
     def exec(self, command: str, *, timeout_s: float, max_output_bytes: int) -> ExecResult:
         self._check_open()

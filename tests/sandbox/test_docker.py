@@ -217,6 +217,17 @@ def test_reset_kills_daemonized_processes_and_scrubs_scratch(sb: DockerSandbox) 
 
 
 @pytest.mark.docker
+def test_a_shell_the_host_lets_go_of_does_not_live_on(sb: DockerSandbox) -> None:
+    # Closing `docker exec` does not end the process inside: the old shell must be hung up.
+    assert run(sb, "exit").shell_restarted
+    stuck = run(sb, "sleep 4321.5 & trap '' INT; while :; do :; done", timeout_s=1)
+    assert stuck.timed_out and stuck.shell_restarted and "did not come back" in (stuck.restart_reason or "")
+    seen = run(sb, "ps -eo user,stat,args --no-headers").output
+    agent = [line for line in seen.splitlines() if not line.startswith("root")]
+    assert len(agent) == 2 and "4321.5" not in seen, seen  # one shell and this ps
+
+
+@pytest.mark.docker
 def test_limits_and_labels_reach_the_container(tmp_path: Path, make_public, docker_image: str) -> None:
     config = DockerSandboxConfig(image=docker_image, cpus=1.5, memory="512m", pids_limit=200, shm_size="128m")
     with DockerSandbox(make_public(tmp_path), config) as sb:
