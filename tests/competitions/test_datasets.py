@@ -1,0 +1,88 @@
+"""Dataset preparation: atomic builds, read-only public data, clear errors for Kaggle set-up."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from mle_gym.cli import main
+from mle_gym.competitions import get_competition
+from mle_gym.competitions.datasets import (
+    ensure_sample_data,
+    extract_archives,
+    find_dataset,
+    load_dataset,
+    prepare_from_raw,
+)
+from mle_gym.errors import DatasetNotPreparedError, KaggleCredentialsError, PrepareError
+
+
+def test_public_data_is_read_only_and_private_is_separate(data_root: Path) -> None:
+    comp = get_competition("aerial-cactus")
+    data = ensure_sample_data(comp, seed=0)
+    assert data.public.parent == data.private.parent
+    for path in [data.public, *data.public.rglob("*")]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert not mode & 0o222, f"{path} is writable"
+    assert not any(p.name == "test.csv" for p in data.public.rglob("*"))
+
+
+def test_failed_prepare_leaves_nothing_that_looks_prepared(tmp_path: Path) -> None:
+    comp = get_competition("aerial-cactus")
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "train.csv").write_text("id,has_cactus\na.jpg,1\n")  # the images are missing
+    with pytest.raises(FileNotFoundError):
+        prepare_from_raw(comp, raw, root=tmp_path / "root")
+    assert find_dataset(comp, "kaggle", root=tmp_path / "root") is None
+    leftovers = [p for p in (tmp_path / "root" / comp.id).iterdir() if not p.name.endswith(".lock")]
+    assert leftovers == [], leftovers
+    with pytest.raises(DatasetNotPreparedError, match="mle-gym prepare aerial-cactus-identification"):
+        load_dataset(comp, "kaggle", root=tmp_path / "root")
+
+
+def test_prepare_without_credentials_names_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path / "nowhere"))
+    monkeypatch.delenv("KAGGLE_USERNAME", raising=False)
+    monkeypatch.delenv("KAGGLE_KEY", raising=False)
+    assert main(["prepare", "aerial-cactus"]) == 1
+    err = capsys.readouterr().err
+    assert "no Kaggle credentials" in err and "kaggle.json" in err and "KAGGLE_USERNAME" in err
+    comp = get_competition("aerial-cactus")
+    from mle_gym.competitions.datasets import download_raw
+
+    with pytest.raises(KaggleCredentialsError):
+        download_raw(comp, tmp_path / "raw")
+
+
+def test_corrupt_archives_are_reported(tmp_path: Path) -> None:
+    (tmp_path / "data.zip").write_bytes(b"PK\x03\x04 definitely not a zip")
+    with pytest.raises(PrepareError, match="not a valid zip"):
+        extract_archives(tmp_path)
+
+
+def test_list_shows_every_lite_competition_and_its_state(capsys) -> None:
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    lite = (Path(__file__).resolve().parents[2].parent / "shared" / "mlebench" / "splits" / "low.txt")
+    ids = lite.read_text().split() if lite.exists() else ["aerial-cactus-identification"]
+    for cid in ids:
+        assert cid in out
+    assert "kaggle data not prepared" in out
+    assert main(["list", "--all"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 83  # a header and all 82 MLE-bench competitions
+
+
+def test_env_ids_cover_every_lite_competition() -> None:
+    import gymnasium as gym
+
+    import mle_gym
+
+    ids = set(mle_gym.env_ids())
+    assert len(ids) == 44
+    assert {"mle/aerial-cactus", "mle/spooky", "mle/spooky-author-identification"} <= ids
+    assert all(i in gym.registry for i in ids)
+    assert os.environ["MLE_GYM_DATA"]
