@@ -32,7 +32,6 @@ import socket
 import tempfile
 import time
 import uuid
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -208,7 +207,9 @@ class DockerSandboxConfig(BaseModel):
         return value
 
 
-_OPEN: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+# Strong references on purpose: a sandbox dropped without close() still gets its container
+# removed when the interpreter exits (a killed interpreter leaves it to `mle-gym gc`).
+_OPEN: set[DockerSandbox] = set()
 
 
 @atexit.register
@@ -631,9 +632,7 @@ class DockerSandbox(WorkspaceSandbox):
             self._scrub_container(wipe_scratch=False)
 
     def exec(self, command: str, *, timeout_s: float, max_output_bytes: int) -> ExecResult:
-        self._check_open()
-        if self._container is None:
-            self.start()
+        self._ensure_started()
         self._pristine = False
         try:
             return super().exec(command, timeout_s=timeout_s, max_output_bytes=max_output_bytes)
@@ -642,6 +641,21 @@ class DockerSandbox(WorkspaceSandbox):
             if died is not None:
                 raise died from exc
             raise
+
+    # -- paths -------------------------------------------------------------------------
+    def resolve(self, path: str) -> str:
+        self._ensure_started()
+        return super().resolve(path)
+
+    def _host_path(self, path: str, *, follow_last: bool = True) -> tuple[Path, str]:
+        self._ensure_started()
+        return super()._host_path(path, follow_last=follow_last)
+
+    def _ensure_started(self) -> None:
+        """File operations, like commands, start the sandbox on first use; none after close()."""
+        self._check_open()
+        if self._container is None:
+            self.start()
 
     # -- reporting ---------------------------------------------------------------------
     @property
