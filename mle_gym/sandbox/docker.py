@@ -408,6 +408,9 @@ class DockerSandbox(WorkspaceSandbox):
         log.info("started container %s (%s)", name, self._container.short_id)
         try:
             self._probe_container(host_uid)
+        except _DOCKER_ERRORS as exc:
+            self._discard_container()
+            raise SandboxStartError(f"container {name} started but could not be probed: {exc}") from exc
         except BaseException:
             self._discard_container()
             raise
@@ -480,7 +483,7 @@ class DockerSandbox(WorkspaceSandbox):
             for key in ("submission", "code", "logs"):
                 self._chown(self._roots[getattr(CONTAINER_PATHS, key)])
             mode = self._data_dir.stat().st_mode
-            if uid != self._data_dir.stat().st_uid and not mode & 0o005 == 0o005:
+            if uid != self._data_dir.stat().st_uid and (mode & 0o005) != 0o005:
                 log.warning(
                     "the data folder %s is not readable by others (mode %o); the agent (uid %d) may not read it",
                     self._data_dir, mode & 0o777, uid,
