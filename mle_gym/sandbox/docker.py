@@ -306,6 +306,7 @@ class DockerSandbox(WorkspaceSandbox):
         self._closed = True
         _OPEN.discard(self)
         self._forget_shell()  # removing the container ends it
+        self._close_shell_log()
         self._discard_container()
         if self._client is not None:
             try:

@@ -110,6 +110,7 @@ class LocalSandbox(WorkspaceSandbox):
                 self._session.close()
                 self._session = None
         finally:
+            self._close_shell_log()
             if self._workspace is not None:
                 shutil.rmtree(self._workspace, ignore_errors=True)
                 self._workspace = None

@@ -24,7 +24,9 @@ from mle_gym.sandbox.session import MAX_INLINE_BYTES, ShellSession, ansi_c_quote
 
 log = logging.getLogger(__name__)
 
-OUTPUT_DIR = "outputs"  # under the logs folder: full outputs of truncated commands
+OUTPUT_DIR = "outputs"  # under the logs folder: the shell's output log, full outputs of truncated commands
+SHELL_LOG = "shell.log"
+SHELL_LOG_ROTATE_BYTES = 16 * 1024 * 1024
 _MAX_LINKS = 40
 
 
@@ -43,6 +45,8 @@ class WorkspaceSandbox(Sandbox):
     def __init__(self) -> None:
         self._session: ShellSession | None = None
         self._exec_count = 0
+        self._log_fd: int | None = None
+        self._log_id: tuple[int, int] | None = None
 
     # -- hooks for backends ------------------------------------------------------------
     @abc.abstractmethod
@@ -84,65 +88,110 @@ class WorkspaceSandbox(Sandbox):
                 else:
                     child.unlink()
         self._exec_count = 0
+        self._close_shell_log()
+
+    def _close_shell_log(self) -> None:
+        fd, self._log_fd, self._log_id = self._log_fd, None, None
+        if fd is not None:
+            os.close(fd)
 
     def _output_dir(self) -> Path:
         """Host folder for command output, recreated if the agent removed or replaced it."""
-        logs = self._roots[self.paths.logs]
-        out = logs / OUTPUT_DIR
-        if out.is_symlink() or (out.exists() and not out.is_dir()):
+        out = self._roots[self.paths.logs] / OUTPUT_DIR
+        try:
+            if stat.S_ISDIR(os.lstat(out).st_mode):
+                return out
             out.unlink()
-        if not out.is_dir():
-            out.mkdir(parents=True, exist_ok=True)
-            self._chown(out)
+        except FileNotFoundError:
+            pass
+        out.mkdir(parents=True, exist_ok=True)
+        self._chown(out)
         return out
+
+    def _shell_log(self) -> tuple[Path, int]:
+        """The shell's output log (host path) and a host descriptor open on that very file.
+
+        Every command appends its output to one log, opened with O_APPEND by the shell: no
+        file is created per command, output that background jobs print later lands after
+        the next command's start (as in a terminal), and the host may truncate the log at
+        any time without corrupting writers. If the agent removes or replaces the log, a
+        fresh regular file is made; a link is never followed on the host.
+        """
+        path = self._output_dir() / SHELL_LOG
+        try:
+            info = os.lstat(path)
+            if not stat.S_ISREG(info.st_mode):
+                path.unlink()
+                raise FileNotFoundError
+        except FileNotFoundError:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            os.close(fd)
+            self._chown(path)
+            info = os.lstat(path)
+        ident = (info.st_dev, info.st_ino)
+        if self._log_fd is None or self._log_id != ident:
+            self._close_shell_log()
+            self._log_fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+            self._log_id = ident
+        return path, self._log_fd
 
     def exec(self, command: str, *, timeout_s: float, max_output_bytes: int) -> ExecResult:
         session = self._ensure_session()
         self._exec_count += 1
-        name = f"cmd-{self._exec_count:05d}.txt"
-        out_host = self._output_dir() / name
-        out_agent = posixpath.join(self.paths.logs, OUTPUT_DIR, name)
+        log_host, fd = self._shell_log()
+        log_agent = posixpath.join(self.paths.logs, OUTPUT_DIR, SHELL_LOG)
         quoted = ansi_c_quote(command)
+        script_host = None
         if len(quoted.encode()) > MAX_INLINE_BYTES:
-            script_host = self._output_dir() / f"cmd-{self._exec_count:05d}.sh"
+            script_host = log_host.with_name(f"cmd-{self._exec_count:05d}.sh")
             self._write_host(script_host, command.encode())
             body = f". {sh_quote(posixpath.join(self.paths.logs, OUTPUT_DIR, script_host.name))}"
         else:
             body = f"eval {quoted}"
-            script_host = None
-        line = f"{{ {body}; }} > {sh_quote(out_agent)} 2>&1 < /dev/null"
+        line = f"{{ {body}; }} >> {sh_quote(log_agent)} 2>&1 < /dev/null"
+        start = os.fstat(fd).st_size
         started = time.monotonic()
         outcome = session.run(line, timeout_s=timeout_s)
         duration = time.monotonic() - started
         if script_host is not None:
             self._unlink_quietly(script_host)
-        head, tail, total = self._read_output(out_host, max_output_bytes)
-        truncated = total > max_output_bytes
-        if not truncated:
-            self._unlink_quietly(out_host)
+        end = os.fstat(fd).st_size
+        total = max(end - start, 0)
+        saved = None
+        if total <= max_output_bytes:
+            head, tail = os.pread(fd, total, start).decode("utf-8", "replace"), ""
+        else:
+            half = max(max_output_bytes // 2, 1)
+            head = os.pread(fd, half, start).decode("utf-8", "replace")
+            tail = os.pread(fd, half, end - half).decode("utf-8", "replace")
+            saved = self._save_output(fd, start, total, log_host.with_name(f"cmd-{self._exec_count:05d}.txt"))
+        if end > SHELL_LOG_ROTATE_BYTES:
+            os.ftruncate(fd, 0)  # writers append at the end, wherever it is: safe while they run
         return ExecResult(
-            head=head, tail=tail, truncated=truncated, total_bytes=total,
-            saved_path=out_agent if truncated else None, exit_code=outcome.exit_code,
-            timed_out=outcome.timed_out, duration_s=duration, shell_restarted=outcome.restarted,
-            restart_reason=outcome.restart_reason,
+            head=head, tail=tail, truncated=total > max_output_bytes, total_bytes=total,
+            saved_path=saved, exit_code=outcome.exit_code, timed_out=outcome.timed_out,
+            duration_s=duration, shell_restarted=outcome.restarted, restart_reason=outcome.restart_reason,
         )
 
-    def _read_output(self, host: Path, cap: int) -> tuple[str, str, int]:
+    def _save_output(self, fd: int, start: int, length: int, dest: Path) -> str:
+        """Copy one command's whole output out of the shell log; returns its agent path."""
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         try:
-            fd = os.open(host, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
-            return "", "", 0  # the command removed its own output file, or never ran
-        with os.fdopen(fd, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                return "", "", 0
-            if size <= cap:
-                return handle.read(cap).decode("utf-8", "replace"), "", size
-            half = max(cap // 2, 1)
-            head = handle.read(half)
-            handle.seek(size - half)
-            tail = handle.read(half)
-        return head.decode("utf-8", "replace"), tail.decode("utf-8", "replace"), size
+            offset, left = start, length
+            while left > 0:
+                try:
+                    copied = os.copy_file_range(fd, out, min(left, 1 << 30), offset)
+                except OSError:  # no in-kernel copy here: plain reads and writes
+                    chunk = os.pread(fd, min(left, 1 << 20), offset)
+                    copied = os.write(out, chunk) if chunk else 0
+                if copied == 0:
+                    break
+                offset += copied
+                left -= copied
+        finally:
+            os.close(out)
+        self._chown(dest)
+        return posixpath.join(self.paths.logs, OUTPUT_DIR, dest.name)
 
     # -- paths -------------------------------------------------------------------------
     def resolve(self, path: str) -> str:
