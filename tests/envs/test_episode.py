@@ -50,10 +50,22 @@ def make(**options):
     return gym.make("mle/aerial-cactus", **options)
 
 
-def test_full_episode_trains_a_real_model_and_earns_a_high_auc() -> None:
-    with make() as env:
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def sandbox_kind(request: pytest.FixtureRequest) -> str:
+    if request.param == "docker":
+        request.getfixturevalue("docker_image")  # skips (or fails under MLE_GYM_REQUIRE_DOCKER) without one
+    return request.param
+
+
+def test_full_episode_trains_a_real_model_and_earns_a_high_auc(sandbox_kind: str) -> None:
+    with make(sandbox=sandbox_kind) as env:
         prompt, info = env.reset(seed=0)
         paths = info["paths"]
+        assert info["sandbox"]["backend"] == sandbox_kind
+        if sandbox_kind == "docker":
+            assert paths == {"data": "/home/data", "submission": "/home/submission",
+                             "code": "/home/code", "logs": "/home/logs"}
+            assert info["sandbox"]["isolation"] != "none" and info["sandbox"]["network"] == "none"
         assert "Aerial Cactus" in prompt and info["submission_path"] in prompt
         assert set(paths) == {"data", "submission", "code", "logs"}
         obs, reward, terminated, truncated, info = env.step({"name": "bash", "arguments": {"command": f"ls {paths['data']}"}})
@@ -61,7 +73,7 @@ def test_full_episode_trains_a_real_model_and_earns_a_high_auc() -> None:
         obs, *_ = env.step(ToolCall(name="write_file", arguments={"path": "train.py", "content": TRAIN_SCRIPT}))
         assert obs.startswith("Wrote")
         obs, _, _, _, info = env.step(json.dumps({"name": "bash", "arguments": {
-            "command": f"python3 train.py {paths['data']} {info['paths']['submission'] if 'paths' in info else paths['submission']}/submission.csv",
+            "command": f"python3 train.py {paths['data']} {paths['submission']}/submission.csv",
             "timeout_s": 300}}))
         assert "wrote 200 predictions" in obs, obs
         obs, *_ = env.step({"function": {"name": "validate_submission", "arguments": "{}"}, "id": "call_1", "type": "function"})

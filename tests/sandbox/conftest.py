@@ -1,71 +1,16 @@
-"""Sandbox fixtures: whether Docker tests can run, public data folders, and a leak check.
-
-Docker tests skip, with the reason shown, when no daemon answers or the image is missing;
-with MLE_GYM_REQUIRE_DOCKER=1 (CI sets it) those skips become failures.
-"""
+"""Sandbox fixtures: public data folders and the containers of this run (Docker fixtures live in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-
-IMAGE = os.environ.get("MLE_GYM_TEST_IMAGE", "mle-gym:latest")
-
-
-def docker_problem() -> str | None:
-    """Why Docker tests cannot run here, or None when they can."""
-    try:
-        from mle_gym.errors import DockerUnavailableError
-        from mle_gym.sandbox.docker import _connect
-    except ImportError as exc:  # the docker SDK is not installed
-        return f"the docker package is not importable ({exc})"
-    try:
-        client = _connect(10)
-    except DockerUnavailableError as exc:
-        return f"no Docker daemon: {exc}"
-    try:
-        import docker.errors
-
-        try:
-            client.images.get(IMAGE)
-        except docker.errors.ImageNotFound:
-            return f"the image {IMAGE!r} is missing; build it with `mle-gym image build --offline`"
-    finally:
-        client.close()
-    return None
-
-
-def skip_or_fail(reason: str) -> None:
-    if os.environ.get("MLE_GYM_REQUIRE_DOCKER") == "1":
-        pytest.fail(f"MLE_GYM_REQUIRE_DOCKER=1 but Docker tests cannot run: {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="session")
-def _docker_problem() -> str | None:
-    return docker_problem()
-
-
-@pytest.fixture(scope="session")
-def docker_image(_docker_problem: str | None) -> str:
-    """The test image's tag; skips (fails under MLE_GYM_REQUIRE_DOCKER=1) without daemon or image."""
-    if _docker_problem is not None:
-        skip_or_fail(_docker_problem)
-    return IMAGE
 
 
 @pytest.fixture(scope="session")
 def make_public():
     """make_public(root) -> a small public data folder under root."""
     return make_public_dir
-
-
-@pytest.fixture(scope="session")
-def containers_of_this_run():
-    """containers_of_this_run() -> names of the labelled containers this process made."""
-    return our_containers
 
 
 def make_public_dir(root: Path) -> Path:
@@ -77,19 +22,3 @@ def make_public_dir(root: Path) -> Path:
     for folder in (root, public, public / "images"):
         folder.chmod(0o755)
     return public
-
-
-def our_containers() -> list[str]:
-    """Names of the labelled containers this test process made (running or not)."""
-    from mle_gym.sandbox.docker import LABEL_PID, list_containers
-
-    return sorted(c.name for c in list_containers() if c.labels.get(LABEL_PID) == str(os.getpid()))
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _no_leaked_containers(_docker_problem: str | None):
-    """After the whole run, no container made by this process may be left."""
-    yield
-    if _docker_problem is None:
-        leaked = our_containers()
-        assert not leaked, f"containers leaked by this test run: {leaked}"
