@@ -303,3 +303,30 @@ def test_close_twice_and_step_before_reset() -> None:
     env.close()
     with pytest.raises(EpisodeEndedError, match="closed"):
         env.unwrapped.reset()
+
+
+def test_no_docker_daemon_names_the_local_alternative(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from mle_gym.errors import DockerUnavailableError
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    env = gym.make("mle/aerial-cactus")  # the default sandbox is Docker
+    with pytest.raises(DockerUnavailableError, match='sandbox="local"'):
+        env.reset()
+    env.close()
+
+
+@pytest.mark.docker
+def test_container_killed_mid_episode_is_a_typed_harness_error(docker_image: str) -> None:
+    import docker
+
+    from mle_gym.errors import ContainerDiedError
+
+    env = gym.make("mle/aerial-cactus", image=docker_image)
+    try:
+        _, info = env.reset()
+        docker.from_env().containers.get(info["sandbox"]["container_id"]).kill()
+        with pytest.raises(ContainerDiedError, match="container"):
+            env.step({"name": "bash", "arguments": {"command": "echo hi"}})
+    finally:
+        env.close()
+        env.close()
