@@ -80,6 +80,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--rebuild-base", action="store_true", help="redo debootstrap and the base import")
     b.set_defaults(func=_cmd_image_build)
 
-    p = sub.add_parser("gc", help="remove mle-gym containers left behind by processes that died")
+    p = sub.add_parser("gc", help="remove mle-gym containers and workspaces left behind by processes that died")
     p.add_argument("--all", action="store_true", help="remove every mle-gym container, also of live processes")
     p.set_defaults(func=_cmd_gc)

@@ -65,6 +65,7 @@ LABEL_HOST = "mle-gym.host"
 LABEL_CREATED = "mle-gym.created"
 LABEL_WORKSPACE = "mle-gym.workspace"
 NAME_PREFIX = "mle-gym-"
+OWNER_FILE = ".mle-gym-owner"
 WORKSPACE_PREFIX = "mle-gym-docker-"
 
 CONTAINER_PATHS = SandboxPaths(
@@ -277,6 +278,7 @@ class DockerSandbox(WorkspaceSandbox):
         self._image_id: str | None = None
         self._pristine = False  # no agent command ran since the container was made or reset
         self._closed = False
+        self._lifeline: Any = None  # the attached stdin of the container's main process
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -351,6 +353,8 @@ class DockerSandbox(WorkspaceSandbox):
 
         ws = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX, dir=self._make_root())).resolve()
         self._workspace = ws
+        # Who owns this workspace, so `mle-gym gc` can remove it once that process is gone.
+        (ws / OWNER_FILE).write_text(f"{os.getpid()} {_process_start_ticks(os.getpid()) or ''}\n")
         host_uid = os.geteuid()
         for name in ("submission", "code", "logs"):
             (ws / name).mkdir()
@@ -372,27 +376,37 @@ class DockerSandbox(WorkspaceSandbox):
         mounts = [docker.types.Mount(CONTAINER_PATHS.data, str(self._data_dir), type="bind", read_only=True)]
         for key in ("submission", "code", "logs"):
             mounts.append(docker.types.Mount(getattr(CONTAINER_PATHS, key), str(ws / key), type="bind"))
-        kwargs: dict[str, Any] = dict(
-            command=["sleep", "infinity"], name=name, labels=labels, mounts=mounts, init=True,
-            detach=True, network_mode=cfg.network, working_dir=CONTAINER_PATHS.code,
-            hostname="sandbox", security_opt=["no-new-privileges"],
+        # The main process reads its stdin until EOF, and this process holds that stdin open
+        # through an attached socket (the lifeline). However this process ends, SIGKILL
+        # included, the kernel closes the socket, the main process exits, the container stops
+        # and Docker removes it (auto_remove): no container outlives its owner.
+        host: dict[str, Any] = dict(
+            mounts=mounts, init=True, network_mode=cfg.network, security_opt=["no-new-privileges"],
+            auto_remove=True,
         )
         if cfg.cpus is not None:
-            kwargs["nano_cpus"] = int(cfg.cpus * 1e9)
+            host["nano_cpus"] = int(cfg.cpus * 1e9)
         if cfg.memory is not None:
-            kwargs["mem_limit"] = cfg.memory
-            kwargs["memswap_limit"] = cfg.memory
+            host["mem_limit"] = cfg.memory
+            host["memswap_limit"] = cfg.memory
         if cfg.pids_limit is not None:
-            kwargs["pids_limit"] = cfg.pids_limit
+            host["pids_limit"] = cfg.pids_limit
         if cfg.shm_size is not None:
-            kwargs["shm_size"] = cfg.shm_size
+            host["shm_size"] = cfg.shm_size
         if self._device_requests:
-            kwargs["device_requests"] = self._device_requests
+            host["device_requests"] = self._device_requests
 
         _OPEN.add(self)
         self._container_name = name
         try:
-            self._container = client.containers.create(cfg.image, **kwargs)
+            config = client.api.create_container_config(
+                cfg.image, ["sh", "-c", "exec cat > /dev/null"], labels=labels, working_dir=CONTAINER_PATHS.code,
+                hostname="sandbox", stdin_open=True, detach=True, host_config=client.api.create_host_config(**host),
+            )
+            config["StdinOnce"] = True  # stdin closes when the one attached client goes away
+            created = client.api.create_container_from_config(config, name=name)
+            self._container = client.containers.get(created["Id"])
+            self._lifeline = client.api.attach_socket(created["Id"], params={"stdin": 1, "stream": 1})
             self._container.start()
         except docker.errors.APIError as exc:
             self._discard_container()
@@ -532,6 +546,9 @@ class DockerSandbox(WorkspaceSandbox):
                 container.remove(force=True, v=True)
             except docker.errors.NotFound:
                 pass
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:  # 409: Docker is already removing it (auto_remove)
+                    log.warning("could not remove container %s: %s (`mle-gym gc` will)", self._container_name, exc)
             except _DOCKER_ERRORS as exc:
                 log.warning("could not remove container %s: %s (`mle-gym gc` will)", self._container_name, exc)
         elif self._container_name is not None and self._client is not None:
@@ -543,9 +560,19 @@ class DockerSandbox(WorkspaceSandbox):
             except _DOCKER_ERRORS as exc:
                 log.warning("could not remove container %s: %s", self._container_name, exc)
         self._forget_shell()
+        self._cut_lifeline()
         if self._workspace is not None:
             shutil.rmtree(self._workspace, ignore_errors=True)
             self._workspace = None
+
+    def _cut_lifeline(self) -> None:
+        lifeline, self._lifeline = self._lifeline, None
+        if lifeline is not None:
+            raw = getattr(lifeline, "_sock", lifeline)
+            try:
+                raw.close()
+            except OSError as exc:
+                log.debug("closing the container's lifeline: %s", exc)
 
     def _exec_quiet(self, argv: list[str], *, user: str) -> tuple[int, bytes]:
         """Run a harness command in the container through the API (no pty, no shell state)."""
@@ -714,11 +741,12 @@ def list_containers(client: docker.DockerClient | None = None) -> list[Any]:
             client.close()
 
 
-def gc_containers(all_: bool = False) -> list[str]:
-    """Remove leftover mle-gym containers and their host folders; return their names.
+def gc_containers(all_: bool = False, extra_roots: list[Path] | None = None) -> list[str]:
+    """Remove leftover mle-gym containers and host workspaces; return their names and paths.
 
-    By default only containers made on this host by a process that no longer runs; with
-    `all_`, every container with mle-gym's label (also those of running episodes).
+    By default only containers made on this host by a process that no longer runs, and the
+    workspaces (in the temp folder and `extra_roots`) of such processes; with `all_`, every
+    container with mle-gym's label and every workspace (also those of running episodes).
     """
     client = _connect()
     removed: list[str] = []
@@ -746,6 +774,23 @@ def gc_containers(all_: bool = False) -> list[str]:
                 shutil.rmtree(workspace, ignore_errors=True)
     finally:
         client.close()
+    for root in {Path(tempfile.gettempdir()), *(extra_roots or [])}:
+        removed += _gc_workspaces(root, all_)
+    return removed
+
+
+def _gc_workspaces(root: Path, all_: bool) -> list[str]:
+    """Remove host workspaces whose owning process is gone (its container went with it)."""
+    removed = []
+    for folder in sorted(root.glob(f"{WORKSPACE_PREFIX}*")) if root.is_dir() else []:
+        try:
+            pid_text, _, ticks = (folder / OWNER_FILE).read_text().strip().partition(" ")
+        except OSError:
+            continue  # not ours, or not finished being made
+        if not all_ and pid_text.isdigit() and _pid_alive(int(pid_text), ticks or None):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(str(folder))
     return removed
 
 

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import threading
 import uuid
 from collections.abc import Iterator
@@ -319,9 +320,9 @@ def test_close_removes_container_and_host_folders(tmp_path: Path, make_public, d
 
 
 @pytest.mark.docker
-def test_gc_removes_containers_of_dead_processes(tmp_path: Path, make_public, docker_image: str) -> None:
+def test_a_container_does_not_outlive_its_process(tmp_path: Path, make_public, docker_image: str) -> None:
     public = make_public(tmp_path)
-    # A process that starts a sandbox and dies without closing it (no atexit: os._exit).
+    # A process that starts a sandbox and dies without any clean-up (SIGKILL-like: os._exit).
     script = textwrap.dedent(f"""
         import os
         from pathlib import Path
@@ -333,15 +334,40 @@ def test_gc_removes_containers_of_dead_processes(tmp_path: Path, make_public, do
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     orphan = proc.stdout.strip()
-    assert orphan in [c.name for c in list_containers()]
-    assert len(list((tmp_path / "ws").iterdir())) == 1
-    with DockerSandbox(public, DockerSandboxConfig(image=docker_image)) as alive:
-        removed = gc_containers()
-        assert orphan in removed
-        assert alive.container_name not in removed  # this process still runs: kept
+    deadline = time.monotonic() + 30
+    while orphan in [c.name for c in list_containers()] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert orphan not in [c.name for c in list_containers()], "the lifeline should have ended the container"
+    assert len(list((tmp_path / "ws").iterdir())) == 1  # the host workspace is left for gc
+    with DockerSandbox(public, DockerSandboxConfig(image=docker_image, workspace_root=tmp_path / "ws")) as alive:
+        removed = gc_containers(extra_roots=[tmp_path / "ws"])
+        assert [Path(r).parent for r in removed] == [tmp_path / "ws"], removed
         assert alive.container_name in [c.name for c in list_containers()]
-    assert orphan not in [c.name for c in list_containers()]
-    assert list((tmp_path / "ws").iterdir()) == []
+        assert len(list((tmp_path / "ws").iterdir())) == 1  # the live sandbox's workspace is kept
+
+
+@pytest.mark.docker
+def test_gc_removes_labelled_containers_of_dead_processes(docker_image: str) -> None:
+    import socket
+
+    import docker as docker_sdk
+
+    from mle_gym.sandbox.docker import LABEL, LABEL_HOST, LABEL_PID
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    client = docker_sdk.from_env()
+    stray = client.containers.run(docker_image, ["sleep", "infinity"], detach=True, name=f"mle-gym-stray-{dead}",
+                                  labels={LABEL: "1", LABEL_PID: dead, LABEL_HOST: socket.gethostname()})
+    try:
+        assert stray.name in gc_containers()
+        assert stray.name not in [c.name for c in list_containers()]
+    finally:
+        try:
+            stray.remove(force=True)
+        except docker_sdk.errors.NotFound:
+            pass
+        client.close()
 
 
 @pytest.mark.docker
