@@ -16,6 +16,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import one_hot
 from mle_gym.grading.validation import (
     align_to_answers,
     check_columns,
@@ -29,22 +30,11 @@ BREEDS: list[str] = json.loads((Path(__file__).with_name("metadata.json")).read_
 ROW_SUM_TOLERANCE = 1e-6  # MLE-bench rejects rows whose probabilities do not sum to one
 
 
-def one_hot(frame: pd.DataFrame) -> pd.DataFrame:
-    """`id, breed` rows as `id` plus one 0/1 column per breed, in BREEDS order."""
-    unknown = sorted(set(frame["breed"]) - set(BREEDS))
-    if unknown:
-        raise ValueError(f"labels.csv names breeds outside the 120 known ones: {unknown[:5]}")
-    codes = pd.Categorical(frame["breed"], categories=BREEDS).codes
-    matrix = np.zeros((len(frame), len(BREEDS)), dtype=int)
-    matrix[np.arange(len(frame)), codes] = 1
-    return pd.concat([frame[[ID]].reset_index(drop=True), pd.DataFrame(matrix, columns=BREEDS)], axis=1)
-
-
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of Kaggle's labelled photos (seed 0); the answers are one-hot rows."""
     old_train = pd.read_csv(raw / "labels.csv", dtype={ID: str})
     new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
-    answers = one_hot(new_test)
+    answers = one_hot(new_test, ID, "breed", BREEDS)
     new_train.to_csv(public / "labels.csv", index=False)
     answers.to_csv(private / "test.csv", index=False)
     for folder, frame in (("train", new_train), ("test", new_test)):

@@ -16,6 +16,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import one_hot
 from mle_gym.grading.validation import (
     align_to_answers,
     check_columns,
@@ -30,22 +31,11 @@ FEATURES = [f"{kind}{i}" for kind in ("margin", "shape", "texture") for i in ran
 ROW_SUM_TOLERANCE = 1e-6  # MLE-bench rejects rows whose probabilities do not sum to one
 
 
-def one_hot(frame: pd.DataFrame) -> pd.DataFrame:
-    """`id, species` rows as `id` plus one 0/1 column per species, in SPECIES order."""
-    unknown = sorted(set(frame["species"]) - set(SPECIES))
-    if unknown:
-        raise ValueError(f"train.csv names species outside the 99 known ones: {unknown[:5]}")
-    codes = pd.Categorical(frame["species"], categories=SPECIES).codes
-    matrix = np.zeros((len(frame), len(SPECIES)), dtype=int)
-    matrix[np.arange(len(frame)), codes] = 1
-    return pd.concat([frame[[ID]].reset_index(drop=True), pd.DataFrame(matrix, columns=SPECIES)], axis=1)
-
-
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of Kaggle's labelled leaves (seed 0); the answers are one-hot rows."""
     old_train = pd.read_csv(raw / "train.csv")
     new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
-    answers = one_hot(new_test)
+    answers = one_hot(new_test, ID, "species", SPECIES)
     (public / "images").mkdir()
     (private / "images").mkdir()  # MLE-bench creates it and leaves it empty
     for leaf_id in [*new_train[ID], *new_test[ID]]:

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import one_hot
+
 CLASSES = ["EAP", "HPL", "MWS"]
 # Kaggle's own sample submission carries these class priors; MLE-bench keeps them.
 PRIORS = {"EAP": 0.403493538995863, "HPL": 0.287808366106543, "MWS": 0.308698094897594}
@@ -24,15 +26,8 @@ FLAVOUR = {
 }
 
 
-def _one_hot(frame: pd.DataFrame) -> pd.DataFrame:
-    out = frame[["id"]].copy()
-    for name in CLASSES:
-        out[name] = (frame["author"] == name).astype(int)
-    return out
-
-
 def _write(new_train: pd.DataFrame, new_test: pd.DataFrame, public: Path, private: Path) -> None:
-    answers = _one_hot(new_test)
+    answers = one_hot(new_test, "id", "author", CLASSES)
     new_train.to_csv(public / "train.csv", index=False)
     new_test.drop(columns=["author"]).to_csv(public / "test.csv", index=False)
     answers.assign(**PRIORS).to_csv(public / "sample_submission.csv", index=False)

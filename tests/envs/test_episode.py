@@ -147,7 +147,7 @@ def test_file_tool_errors() -> None:
         env.step({"name": "bash", "arguments": {"command": "head -c 3000 /dev/urandom > blob.bin; printf 'x\\0y' >> blob.bin"}})
         obs, _, _, _, i = env.step({"name": "read_file", "arguments": {"path": "blob.bin"}})
         assert i["tool_error"]["type"] == "binary_file"
-        obs, _, _, _, i = env.step({"name": "bash", "arguments": {"command": f"ln -s /etc/passwd link.txt"}})
+        env.step({"name": "bash", "arguments": {"command": "ln -s /etc/passwd link.txt"}})
         obs, _, _, _, i = env.step({"name": "read_file", "arguments": {"path": "link.txt"}})
         assert i["tool_error"]["type"] == "path_outside_sandbox"
         obs, _, _, _, i = env.step({"name": "list_dir", "arguments": {"path": "a.txt"}})
