@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from mle_gym.competitions import list_competitions, list_figures, get_competition
 from mle_gym.competitions.datasets import find_dataset, prepare_kaggle
@@ -36,7 +37,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_prepare(args: argparse.Namespace) -> int:
     for name in args.competitions:
         comp = get_competition(name)
-        dataset = prepare_kaggle(comp, keep_raw=not args.drop_raw)
+        dataset = prepare_kaggle(comp, root=args.data_root, keep_raw=not args.drop_raw)
         print(f"{comp.id}: prepared in {dataset.root}", file=sys.stderr)
     return 0
 
@@ -68,6 +69,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("prepare", help="download a competition from Kaggle and split it as MLE-bench does")
     p.add_argument("competitions", nargs="+", metavar="ID")
     p.add_argument("--drop-raw", action="store_true", help="delete the raw download afterwards")
+    p.add_argument("--data-root", type=Path, default=None,
+                   help="where datasets live (default: $MLE_GYM_DATA, else ~/.cache/mle-gym)")
     p.set_defaults(func=_cmd_prepare)
 
     p = sub.add_parser("image", help="build the sandbox image")
