@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mle_gym.competitions import list_competitions, list_figures, get_competition
 from mle_gym.competitions.datasets import find_dataset, prepare_kaggle
+from mle_gym.errors import DockerUnavailableError
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -51,12 +52,18 @@ def _cmd_image_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_gc(args: argparse.Namespace) -> int:
-    from mle_gym.sandbox.docker import gc_containers
+    from mle_gym.sandbox.local import gc_local_workspaces
 
-    removed = gc_containers(all_=args.all)
+    removed = gc_local_workspaces(all_=args.all)
+    try:
+        from mle_gym.sandbox.docker import gc_containers
+
+        removed += gc_containers(all_=args.all)
+    except DockerUnavailableError as exc:
+        print(f"mle-gym: Docker not reachable, only local workspaces were collected ({exc})", file=sys.stderr)
     for name in removed:
         print(f"removed {name}")
-    print(f"{len(removed)} container(s) removed", file=sys.stderr)
+    print(f"{len(removed)} container(s) and workspace(s) removed", file=sys.stderr)
     return 0
 
 
@@ -84,5 +91,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.set_defaults(func=_cmd_image_build)
 
     p = sub.add_parser("gc", help="remove mle-gym containers and workspaces left behind by processes that died")
-    p.add_argument("--all", action="store_true", help="remove every mle-gym container, also of live processes")
+    p.add_argument("--all", action="store_true", help="remove every mle-gym container and workspace, also of live processes")
     p.set_defaults(func=_cmd_gc)

@@ -53,6 +53,7 @@ from mle_gym.errors import (
 )
 from mle_gym.sandbox import killtree
 from mle_gym.sandbox.base import ExecResult, SandboxPaths
+from mle_gym.sandbox.owners import gc_workspaces, pid_alive, process_start_ticks, write_owner
 from mle_gym.sandbox.session import ShellSession
 from mle_gym.sandbox.workspace import WorkspaceSandbox
 
@@ -65,7 +66,6 @@ LABEL_HOST = "mle-gym.host"
 LABEL_CREATED = "mle-gym.created"
 LABEL_WORKSPACE = "mle-gym.workspace"
 NAME_PREFIX = "mle-gym-"
-OWNER_FILE = ".mle-gym-owner"
 WORKSPACE_PREFIX = "mle-gym-docker-"
 
 CONTAINER_PATHS = SandboxPaths(
@@ -235,30 +235,6 @@ def _connect(timeout_s: float = 60.0) -> docker.DockerClient:
     return client
 
 
-def _process_start_ticks(pid: int) -> str | None:
-    """The start time of a process (clock ticks since boot), to tell a reused pid apart."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            raw = handle.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    return raw[raw.rindex(")") + 2 :].split()[19]
-
-
-def _pid_alive(pid: int, start_ticks: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # someone else's process: it exists
-    if start_ticks:
-        current = _process_start_ticks(pid)
-        if current is not None and current != start_ticks:
-            return False  # the pid was reused by a later process
-    return True
-
-
 class DockerSandbox(WorkspaceSandbox):
     """One container per sandbox, reused across resets; see the module docstring."""
 
@@ -354,7 +330,7 @@ class DockerSandbox(WorkspaceSandbox):
         ws = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX, dir=self._make_root())).resolve()
         self._workspace = ws
         # Who owns this workspace, so `mle-gym gc` can remove it once that process is gone.
-        (ws / OWNER_FILE).write_text(f"{os.getpid()} {_process_start_ticks(os.getpid()) or ''}\n")
+        write_owner(ws)
         host_uid = os.geteuid()
         for name in ("submission", "code", "logs"):
             (ws / name).mkdir()
@@ -368,7 +344,7 @@ class DockerSandbox(WorkspaceSandbox):
         labels = {
             LABEL: "1",
             LABEL_PID: str(os.getpid()),
-            LABEL_PID_START: _process_start_ticks(os.getpid()) or "",
+            LABEL_PID_START: process_start_ticks(os.getpid()) or "",
             LABEL_HOST: socket.gethostname(),
             LABEL_CREATED: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             LABEL_WORKSPACE: str(ws),
@@ -759,7 +735,7 @@ def gc_containers(all_: bool = False, extra_roots: list[Path] | None = None) -> 
                 pid_text = labels.get(LABEL_PID, "")
                 if not same_host or not pid_text.isdigit():
                     continue
-                if _pid_alive(int(pid_text), labels.get(LABEL_PID_START)):
+                if pid_alive(int(pid_text), labels.get(LABEL_PID_START)):
                     continue
             try:
                 container.remove(force=True, v=True)
@@ -775,22 +751,7 @@ def gc_containers(all_: bool = False, extra_roots: list[Path] | None = None) -> 
     finally:
         client.close()
     for root in {Path(tempfile.gettempdir()), *(extra_roots or [])}:
-        removed += _gc_workspaces(root, all_)
-    return removed
-
-
-def _gc_workspaces(root: Path, all_: bool) -> list[str]:
-    """Remove host workspaces whose owning process is gone (its container went with it)."""
-    removed = []
-    for folder in sorted(root.glob(f"{WORKSPACE_PREFIX}*")) if root.is_dir() else []:
-        try:
-            pid_text, _, ticks = (folder / OWNER_FILE).read_text().strip().partition(" ")
-        except OSError:
-            continue  # not ours, or not finished being made
-        if not all_ and pid_text.isdigit() and _pid_alive(int(pid_text), ticks or None):
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(str(folder))
+        removed += gc_workspaces(root, WORKSPACE_PREFIX, all_=all_)
     return removed
 
 

@@ -19,10 +19,13 @@ from pydantic import BaseModel, ConfigDict
 
 from mle_gym.sandbox import killtree
 from mle_gym.sandbox.base import SandboxPaths
+from mle_gym.sandbox.owners import gc_workspaces, write_owner
 from mle_gym.sandbox.session import ShellSession
 from mle_gym.sandbox.workspace import WorkspaceSandbox
 
 log = logging.getLogger(__name__)
+
+WORKSPACE_PREFIX = "mle-gym-local-"
 
 
 class LocalSandboxConfig(BaseModel):
@@ -51,8 +54,9 @@ class LocalSandbox(WorkspaceSandbox):
         root = self.config.workspace_root
         if root is not None:
             root.mkdir(parents=True, exist_ok=True)
-        ws = Path(tempfile.mkdtemp(prefix="mle-gym-", dir=root)).resolve()
+        ws = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX, dir=root)).resolve()
         self._workspace = ws
+        write_owner(ws)
         (ws / "data").symlink_to(self._data_dir, target_is_directory=True)
         for name in ("submission", "code", "logs"):
             (ws / name).mkdir()
@@ -114,3 +118,8 @@ class LocalSandbox(WorkspaceSandbox):
             if self._workspace is not None:
                 shutil.rmtree(self._workspace, ignore_errors=True)
                 self._workspace = None
+
+
+def gc_local_workspaces(root: Path | None = None, *, all_: bool = False) -> list[str]:
+    """Remove local workspaces whose owning process died without closing them."""
+    return gc_workspaces(root or Path(tempfile.gettempdir()), WORKSPACE_PREFIX, all_=all_)
