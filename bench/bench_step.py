@@ -18,7 +18,8 @@ import mle_gym  # noqa: F401
 
 def raw_shell() -> pexpect.spawn:
     child = pexpect.spawn("bash", ["--noprofile", "--norc", "--noediting", "-i"], echo=False, encoding=None)
-    child.delaybeforesend = None
+    child.delaybeforesend = None  # the same pexpect settings as the env's session, for a fair floor
+    child.delayafterread = None
     child.send(b"stty -echo; PS1='__P__\\n'; PS2=\n")
     child.expect(b"__P__\r\n")
     return child
