@@ -6,7 +6,7 @@ Side by side in this one process, interleaved in rounds so machine noise hits al
   (a) raw pexpect   the same kind of persistent `docker exec -it ... bash`, driven directly
                     with a sentinel prompt: the floor for a persistent container shell
   (a') + out file   (a) with what the sandbox's design adds in the shell: the command's output
-                    redirected to a fresh file in the logs folder, read and removed by the host
+                    appended to a log in the logs folder (stdin from /dev/null), read back by the host
                     (shows how much of the gap is file creation on this disk, not Python)
   (b) docker exec   one `docker exec CTR true` process per command (what most peers do)
   (b') exec_run     one Docker SDK exec_run(["true"]) per command
@@ -15,6 +15,7 @@ The figures that matter are the ratios. Usage: python bench/bench_docker_step.py
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import subprocess
@@ -73,16 +74,16 @@ def main(n: int = 1000, slow_n: int = 60, rounds: int = 5) -> None:
             child.send(b"true\n")
             child.expect(b"__P__\r\n")
 
-        out_host = sb._output_dir()
-        counter = iter(range(10**9))
+        log_host = sb._output_dir() / "raw.log"
+        log_host.touch()
+        log_host.chmod(0o666)
+        log_fd = os.open(log_host, os.O_RDONLY)
 
         def raw_with_file() -> None:
-            name = f"raw-{next(counter)}.txt"
-            child.send(f"{{ true; }} > /home/logs/outputs/{name} 2>&1 < /dev/null\n".encode())
+            start = os.fstat(log_fd).st_size
+            child.send(b"{ true; } >> /home/logs/outputs/raw.log 2>&1 < /dev/null\n")
             child.expect(b"__P__\r\n")
-            path = out_host / name
-            path.read_bytes()
-            path.unlink()
+            os.pread(log_fd, os.fstat(log_fd).st_size - start, start)
 
         def via_sandbox() -> None:
             result = sb.exec("true", timeout_s=30, max_output_bytes=10_000)
