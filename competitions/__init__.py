@@ -32,7 +32,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from mle_gym.errors import CompetitionNotFoundError, GradingError
 from mle_gym.grading import GradeReport, LeaderboardFigures, grade_submission
 from mle_gym.grading.metrics import get_metric
-from mle_gym.grading.validation import align_to_answers, check_columns, check_ids, check_numeric
+from mle_gym.grading.validation import (
+    align_to_answers,
+    check_columns,
+    check_ids,
+    check_numeric,
+    check_rows_sum_to_one,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -72,6 +78,9 @@ class CompetitionMetadata(BaseModel):
         default=None, description="allowed range of numeric predictions, when the metric needs one"
     )
     numeric_targets: bool = True
+    row_sum_tolerance: float | None = Field(
+        default=None, description="when set, each row of the target columns must sum to 1 within it"
+    )
     rules_url: str | None = None
 
 
@@ -159,6 +168,8 @@ class Competition:
         if meta.numeric_targets:
             low, high = meta.value_range if meta.value_range else (None, None)
             check_numeric(submission, meta.target_columns, low=low, high=high)
+        if meta.row_sum_tolerance is not None:
+            check_rows_sum_to_one(submission, meta.target_columns, meta.id_column, tolerance=meta.row_sum_tolerance)
         return align_to_answers(submission, answers, meta.id_column)
 
     def score(self, aligned: pd.DataFrame, answers: pd.DataFrame) -> float:

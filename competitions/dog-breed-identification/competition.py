@@ -17,17 +17,9 @@ from PIL import Image
 from sklearn.model_selection import train_test_split
 
 from mle_gym.competitions.helpers import one_hot
-from mle_gym.grading.validation import (
-    align_to_answers,
-    check_columns,
-    check_ids,
-    check_numeric,
-    check_rows_sum_to_one,
-)
 
 ID = "id"
 BREEDS: list[str] = json.loads((Path(__file__).with_name("metadata.json")).read_text())["target_columns"]
-ROW_SUM_TOLERANCE = 1e-6  # MLE-bench rejects rows whose probabilities do not sum to one
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
@@ -45,14 +37,6 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     sample[BREEDS] = 1 / len(BREEDS)
     sample.to_csv(public / "sample_submission.csv", index=False)
 
-
-def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
-    """An id and all 120 breed columns, the test ids once each, each row a probability distribution."""
-    check_columns(submission, [ID, *BREEDS])
-    check_ids(submission, answers, ID)
-    check_numeric(submission, BREEDS, low=0.0, high=1.0)
-    check_rows_sum_to_one(submission, BREEDS, ID, what="breed", tolerance=ROW_SUM_TOLERANCE)
-    return align_to_answers(submission, answers, ID)
 
 
 def _palette() -> np.ndarray:

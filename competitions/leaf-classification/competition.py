@@ -17,18 +17,10 @@ from PIL import Image
 from sklearn.model_selection import train_test_split
 
 from mle_gym.competitions.helpers import one_hot
-from mle_gym.grading.validation import (
-    align_to_answers,
-    check_columns,
-    check_ids,
-    check_numeric,
-    check_rows_sum_to_one,
-)
 
 ID = "id"
 SPECIES: list[str] = json.loads((Path(__file__).with_name("metadata.json")).read_text())["target_columns"]
 FEATURES = [f"{kind}{i}" for kind in ("margin", "shape", "texture") for i in range(1, 65)]
-ROW_SUM_TOLERANCE = 1e-6  # MLE-bench rejects rows whose probabilities do not sum to one
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
@@ -46,14 +38,6 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     sample = pd.concat([answers[[ID]], pd.DataFrame(1 / len(SPECIES), index=answers.index, columns=SPECIES)], axis=1)
     sample.to_csv(public / "sample_submission.csv", index=False)
 
-
-def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
-    """An id and all 99 species columns, the test ids once each, each row a probability distribution."""
-    check_columns(submission, [ID, *SPECIES])
-    check_ids(submission, answers, ID)
-    check_numeric(submission, SPECIES, low=0.0, high=1.0)
-    check_rows_sum_to_one(submission, SPECIES, ID, what="species", tolerance=ROW_SUM_TOLERANCE)
-    return align_to_answers(submission, answers, ID)
 
 
 def _silhouette(rng: np.random.Generator, aspect: float, lobes: int, size: int = 20) -> np.ndarray:
