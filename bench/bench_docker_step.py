@@ -6,7 +6,8 @@ Side by side in this one process, interleaved in rounds so machine noise hits al
   (a) raw pexpect   the same kind of persistent `docker exec -it ... bash`, driven directly
                     with a sentinel prompt: the floor for a persistent container shell
   (a') + out file   (a) with what the sandbox's design adds in the shell: the command's output
-                    appended to a log in the logs folder (stdin from /dev/null), read back by the host
+                    appended to a log in the logs folder through a descriptor the shell keeps open,
+                    stdin from /dev/null, the new bytes read back by the host
                     (shows how much of the gap is file creation on this disk, not Python)
   (b) docker exec   one `docker exec CTR true` process per command (what most peers do)
   (b') exec_run     one Docker SDK exec_run(["true"]) per command
@@ -79,9 +80,12 @@ def main(n: int = 1000, slow_n: int = 60, rounds: int = 5) -> None:
         log_host.chmod(0o666)
         log_fd = os.open(log_host, os.O_RDONLY)
 
+        child.send(b"exec 61>>/home/logs/outputs/raw.log 62</dev/null\n")
+        child.expect(b"__P__\r\n")
+
         def raw_with_file() -> None:
             start = os.fstat(log_fd).st_size
-            child.send(b"{ true; } >> /home/logs/outputs/raw.log 2>&1 < /dev/null\n")
+            child.send(b"{ true; } >&61 2>&1 <&62\n")
             child.expect(b"__P__\r\n")
             os.pread(log_fd, os.fstat(log_fd).st_size - start, start)
 

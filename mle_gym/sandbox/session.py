@@ -47,13 +47,15 @@ def sh_quote(text: str) -> str:
 class CommandOutcome:
     """What the shell reported for one command line (output lives in a file)."""
 
-    __slots__ = ("exit_code", "timed_out", "restarted", "restart_reason")
+    __slots__ = ("exit_code", "timed_out", "restarted", "restart_reason", "shell_said")
 
-    def __init__(self, exit_code: int | None, timed_out: bool, restarted: bool, restart_reason: str | None):
+    def __init__(self, exit_code: int | None, timed_out: bool, restarted: bool, restart_reason: str | None,
+                 shell_said: bytes = b""):
         self.exit_code = exit_code
         self.timed_out = timed_out
         self.restarted = restarted
         self.restart_reason = restart_reason
+        self.shell_said = shell_said  # what the shell itself printed on the pty before the prompt
 
 
 class ShellSession:
@@ -86,6 +88,8 @@ class ShellSession:
         self._child: pexpect.spawn | None = None
         self._counter = 0
         self.shell_pid: int | None = None
+        self.on_start: list[str] = []  # lines run in every new shell before its first command
+        self._said = b""
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -128,9 +132,20 @@ class ShellSession:
                 f"(saw: {before!r}). Check that the sandbox is running and bash starts in it."
             ) from exc
         self._counter = 0
+        for line in self.on_start:
+            self._counter += 1
+            child.send(f"__mle_n={self._counter}; {line}\n".encode())
+            if self._wait_prompt(self._counter, self._start_timeout_s) is None:
+                self.close()
+                raise ShellDiedError(f"the sandbox shell did not run its set-up line {line!r}; check the sandbox")
 
     def alive(self) -> bool:
         return self._child is not None and self._child.isalive()
+
+    @property
+    def started(self) -> bool:
+        """Started and not closed (it may have died since: see alive())."""
+        return self._child is not None
 
     def close(self) -> None:
         child, self._child = self._child, None
@@ -170,7 +185,7 @@ class ShellSession:
         self._child.send(f"__mle_n={n}; {line_body}\n".encode())
         code = self._wait_prompt(n, timeout_s)
         if code is not None:
-            return CommandOutcome(code, False, False, None)
+            return CommandOutcome(code, False, False, None, self._said)
         if not self.alive():
             reason = "the shell exited (the command ended it, e.g. `exit` or `exec`)"
             self.restart()
@@ -227,5 +242,6 @@ class ShellSession:
             except pexpect.EOF:
                 return None
             if int(self._child.match.group(1)) == n:
+                self._said = (self._child.before or b"")[-2000:]
                 return int(self._child.match.group(2))
             # An older prompt (an interrupt after the command had already ended): skip it.

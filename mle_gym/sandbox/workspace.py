@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 OUTPUT_DIR = "outputs"  # under the logs folder: the shell's output log, full outputs of truncated commands
 SHELL_LOG = "shell.log"
+# The shell keeps the log and /dev/null open on these descriptors, so that a command's
+# redirections are dups rather than opens: an open costs tens of microseconds in a container.
+OUT_FD, NULL_FD = 61, 62
 SHELL_LOG_ROTATE_BYTES = 16 * 1024 * 1024
 _MAX_LINKS = 40
 
@@ -47,6 +50,8 @@ class WorkspaceSandbox(Sandbox):
         self._exec_count = 0
         self._log_fd: int | None = None
         self._log_id: tuple[int, int] | None = None
+        self._shell_log_id: tuple[int, int] | None = None  # the log the shell's OUT_FD was opened on
+        self._log_locs: tuple[Path, str, str] | None = None
 
     # -- hooks for backends ------------------------------------------------------------
     @abc.abstractmethod
@@ -61,9 +66,19 @@ class WorkspaceSandbox(Sandbox):
     def _ensure_session(self) -> ShellSession:
         if self._session is None:
             self._session = self._make_session()
-        if not self._session.alive():
+            self._session.on_start = [self._open_fds_line()]
+        if not self._session.started:
+            self._shell_log()  # the set-up line opens it: it must exist
             self._session.start()
+            self._shell_log_id = self._log_id
+        # A shell that died since is restarted by ShellSession.run, which tells the agent so.
         return self._session
+
+    def _log_agent_path(self) -> str:
+        return posixpath.join(self.paths.logs, OUTPUT_DIR, SHELL_LOG)
+
+    def _open_fds_line(self) -> str:
+        return f"exec {OUT_FD}>>{sh_quote(self._log_agent_path())} {NULL_FD}</dev/null"
 
     def _restart_shell(self) -> None:
         if self._session is not None:
@@ -97,15 +112,25 @@ class WorkspaceSandbox(Sandbox):
 
     def _output_dir(self) -> Path:
         """Host folder for command output, recreated if the agent removed or replaced it."""
-        out = self._roots[self.paths.logs] / OUTPUT_DIR
+        return Path(self._ensure_output_dir(self._log_locations()[0]))
+
+    def _log_locations(self) -> tuple[str, str]:
+        """Host paths (as strings: this is on every step's path) of the output folder and the log."""
+        root = self._roots[self.paths.logs]
+        if self._log_locs is None or self._log_locs[0] != root:
+            out = root / OUTPUT_DIR
+            self._log_locs = (root, str(out), str(out / SHELL_LOG))
+        return self._log_locs[1], self._log_locs[2]
+
+    def _ensure_output_dir(self, out: str) -> str:
         try:
             if stat.S_ISDIR(os.lstat(out).st_mode):
                 return out
-            out.unlink()
+            os.unlink(out)
         except FileNotFoundError:
             pass
-        out.mkdir(parents=True, exist_ok=True)
-        self._chown(out)
+        os.makedirs(out, exist_ok=True)
+        self._chown(Path(out))
         return out
 
     def _shell_log(self) -> tuple[Path, int]:
@@ -117,29 +142,29 @@ class WorkspaceSandbox(Sandbox):
         any time without corrupting writers. If the agent removes or replaces the log, a
         fresh regular file is made; a link is never followed on the host.
         """
-        path = self._output_dir() / SHELL_LOG
+        out, path = self._log_locations()
+        self._ensure_output_dir(out)
         try:
             info = os.lstat(path)
             if not stat.S_ISREG(info.st_mode):
-                path.unlink()
+                os.unlink(path)
                 raise FileNotFoundError
         except FileNotFoundError:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             os.close(fd)
-            self._chown(path)
+            self._chown(Path(path))
             info = os.lstat(path)
         ident = (info.st_dev, info.st_ino)
         if self._log_fd is None or self._log_id != ident:
             self._close_shell_log()
             self._log_fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
             self._log_id = ident
-        return path, self._log_fd
+        return Path(path), self._log_fd
 
     def exec(self, command: str, *, timeout_s: float, max_output_bytes: int) -> ExecResult:
-        session = self._ensure_session()
         self._exec_count += 1
         log_host, fd = self._shell_log()
-        log_agent = posixpath.join(self.paths.logs, OUTPUT_DIR, SHELL_LOG)
+        session = self._ensure_session()
         quoted = ansi_c_quote(command)
         script_host = None
         if len(quoted.encode()) > MAX_INLINE_BYTES:
@@ -148,10 +173,17 @@ class WorkspaceSandbox(Sandbox):
             body = f". {sh_quote(posixpath.join(self.paths.logs, OUTPUT_DIR, script_host.name))}"
         else:
             body = f"eval {quoted}"
-        line = f"{{ {body}; }} >> {sh_quote(log_agent)} 2>&1 < /dev/null"
+        line = f"{{ {body}; }} >&{OUT_FD} 2>&1 <&{NULL_FD}"
+        if self._shell_log_id != self._log_id:  # the agent removed or replaced the log
+            line = f"{self._open_fds_line()}; {line}"
+            self._shell_log_id = self._log_id
         start = os.fstat(fd).st_size
         started = time.monotonic()
         outcome = session.run(line, timeout_s=timeout_s)
+        if outcome.exit_code == 1 and b"Bad file descriptor" in outcome.shell_said:
+            # The agent closed the shell's descriptors, so the command never ran: reopen them
+            # and run it now.
+            outcome = session.run(f"{self._open_fds_line()}; {line}", timeout_s=timeout_s)
         duration = time.monotonic() - started
         if script_host is not None:
             self._unlink_quietly(script_host)

@@ -167,6 +167,30 @@ def test_long_command_goes_through_a_file(sb: Sandbox) -> None:
 
 
 # -- files -----------------------------------------------------------------------------
+def test_output_survives_the_agent_breaking_the_shell_log(sb: Sandbox) -> None:
+    logs = sb.paths.logs
+    assert run(sb, f"rm -rf {logs}/outputs; echo after-rm").output == "after-rm\n"
+    assert run(sb, f"rm -rf {logs}/*; echo again").output == "again\n"
+    assert run(sb, f"mv {logs}/outputs/shell.log {logs}/moved.log; echo moved").output == "moved\n"
+    assert run(sb, "echo next").output == "next\n"
+    # closing the shell's own descriptors: the command still runs, once, with its output
+    result = run(sb, "exec 61>&- 62<&-; echo closed")
+    assert result.output in ("closed\n", ""), result
+    result = run(sb, "echo $((1 + 1)) >> counter.txt; cat counter.txt")
+    assert result.output == "2\n" and result.exit_code == 0, result
+    assert run(sb, "read -t 1 line; echo status $?").output.startswith("status 1"), "stdin reads EOF"
+
+
+@pytest.mark.parametrize("name", ["outputs", "outputs/shell.log"])
+def test_a_link_in_place_of_the_log_never_leads_the_host_outside(sb: Sandbox, name: str, tmp_path: Path) -> None:
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host secret\n")
+    logs = sb.paths.logs
+    run(sb, f"rm -rf {logs}/outputs; mkdir -p {logs}/outputs; ln -sfn {secret} {logs}/{name}")
+    result = run(sb, "echo fine")
+    assert result.output == "fine\n" and "host secret" not in result.output
+
+
 def test_file_round_trip(sb: Sandbox, tmp_path: Path) -> None:
     sb.write_file("notes/a.txt", b"hello\n")  # relative: under the code folder
     assert run(sb, "cat notes/a.txt").output == "hello\n"
