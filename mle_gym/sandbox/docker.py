@@ -7,7 +7,8 @@ bind mounts of a per-sandbox host temp folder, so the host reads outputs and the
 straight from its own disk. Private answers never enter the container: grading runs on the
 host over the submission file.
 
-The container's main process only sleeps (`docker-init` as pid 1 reaps zombies). The agent's
+The container's main process only waits on a stdin that the owning process holds open, so the
+container ends with its owner (`docker-init` as pid 1 reaps zombies). The agent's
 shell is one `docker exec -it` bash driven by pexpect, running as a non-root user (the
 image's `agent`, uid 1000, when the host runs as root; the host's own uid otherwise, so both
 sides can write the shared folders). A timeout kills the command's process tree inside the
@@ -23,6 +24,7 @@ Bind mounts need the daemon to see this machine's disk: a remote `DOCKER_HOST` i
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime as _dt
 import logging
 import os
@@ -32,7 +34,7 @@ import socket
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -561,7 +563,7 @@ class DockerSandbox(WorkspaceSandbox):
         as_root = self._agent_uid in (0, None)
         try:
             if as_root and self._session is not None and self._session.shell_pid is not None:
-                # kill(-1) as root would take the container's own sleep down: walk the tree instead
+                # kill(-1) as root would take the container's main process down: walk the tree instead
                 self._exec_quiet(["python3", "-c", _killtree_source(), "all", str(self._session.shell_pid)], user="root")
             code, out = self._exec_quiet(
                 ["python3", "-c", _SCRUB_SRC, "keep" if as_root else "kill", *(SCRATCH_DIRS if wipe_scratch else ())],
@@ -596,14 +598,20 @@ class DockerSandbox(WorkspaceSandbox):
             start_timeout_s=self.config.start_timeout_s,
         )
 
-    def _ensure_shell(self) -> None:
+    @contextlib.contextmanager
+    def _shell_faults(self) -> Iterator[None]:
+        """A shell that died because its container did is reported as ContainerDiedError."""
         try:
-            self._ensure_session()
+            yield
         except ShellDiedError as exc:
             died = self._died_error(exc)
             if died is not None:
                 raise died from exc
             raise
+
+    def _ensure_shell(self) -> None:
+        with self._shell_faults():
+            self._ensure_session()
 
     def _kill_foreground(self, shell_pid: int) -> int:
         started = time.monotonic()
@@ -641,13 +649,8 @@ class DockerSandbox(WorkspaceSandbox):
     def exec(self, command: str, *, timeout_s: float, max_output_bytes: int) -> ExecResult:
         self._ensure_started()
         self._pristine = False
-        try:
+        with self._shell_faults():
             return super().exec(command, timeout_s=timeout_s, max_output_bytes=max_output_bytes)
-        except ShellDiedError as exc:
-            died = self._died_error(exc)
-            if died is not None:
-                raise died from exc
-            raise
 
     # -- paths -------------------------------------------------------------------------
     def resolve(self, path: str) -> str:
