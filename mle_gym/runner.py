@@ -18,6 +18,7 @@ import gymnasium as gym
 from mle_gym.baselines import get_agent
 from mle_gym.baselines.base import Agent
 from mle_gym.report import RESULTS_FILE, EpisodeRecord
+from mle_gym.trajectory import TrajectoryRecorder
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +64,6 @@ def play_episode(env: gym.Env, agent: Agent, *, seed: int | None = None, on_step
                                   terminated=bool(terminated), truncated=bool(truncated), final_info=info)
 
 
-def _recorder_class() -> Any:
-    from mle_gym.trajectory import TrajectoryRecorder
-
-    return TrajectoryRecorder
-
-
 def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[str, Any],
             agent_options: dict[str, Any] | None = None, on_step: StepCallback | None = None,
             record: bool = True) -> EpisodeRecord:
@@ -88,7 +83,7 @@ def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[s
     try:
         env = gym.make(f"mle/{spec.competition}", **env_options)
         if record:
-            env = _recorder_class()(env, out_dir / TRAJECTORY_DIR, run_metadata={"agent": agent, "seed": spec.seed})
+            env = TrajectoryRecorder(env, out_dir / TRAJECTORY_DIR, run_metadata={"agent": agent, "seed": spec.seed})
         player = get_agent(agent, env=env, seed=spec.seed, **(agent_options or {}))
         outcome = play_episode(env, player, seed=spec.seed, on_step=count)
         path = getattr(env, "trajectory_path", None) if record else None
