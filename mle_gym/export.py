@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from mle_gym.tools.parse import call_parts
 from mle_gym.tools.schemas import TOOL_NAMES, openai_tools
 from mle_gym.trajectory import StepRecord, Trajectory, load_trajectory
 
@@ -32,14 +33,7 @@ def _as_tool_call(step: StepRecord) -> tuple[str, str, str | None] | None:
             return None
     if not isinstance(action, dict):
         return None
-    call_id = action.get("id")
-    fn = action.get("function") if isinstance(action.get("function"), dict) else None
-    if fn is not None:
-        name, arguments = fn.get("name"), fn.get("arguments", {})
-    elif action.get("type") == "tool_use":
-        name, arguments = action.get("name"), action.get("input", {})
-    else:
-        name, arguments = action.get("name"), action.get("arguments", {})
+    name, arguments, call_id = call_parts(action)
     if not isinstance(name, str) or name not in TOOL_NAMES:
         return None
     if arguments is None or arguments == "":

@@ -31,6 +31,7 @@ from typing import IO, Any, Literal
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mle_gym import __version__
 from mle_gym.errors import TrajectoryError
 
 log = logging.getLogger(__name__)
@@ -343,7 +344,7 @@ class TrajectoryRecorder(gym.Wrapper):
             seed=seed,
             reset_options=to_jsonable(options) if options is not None else None,
             config=config_dict,
-            mle_gym_version=_package_version(),
+            mle_gym_version=__version__,
             run_metadata=self.run_metadata,
             prompt=obs if isinstance(obs, str) else str(to_jsonable(obs)),
             reset_info=to_jsonable(info),
@@ -403,14 +404,6 @@ class TrajectoryRecorder(gym.Wrapper):
                 file.close()
             except OSError:
                 log.exception("closing %s failed", self._path)
-
-
-def _package_version() -> str | None:
-    try:
-        from mle_gym import __version__
-    except ImportError:  # pragma: no cover - the package always defines it
-        return None
-    return __version__
 
 
 # -- the reader -----------------------------------------------------------------------------

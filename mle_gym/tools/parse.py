@@ -79,17 +79,25 @@ def _as_mapping(action: Any) -> dict[str, Any]:
     return action
 
 
+def call_parts(data: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(name, arguments, id) of a call in any accepted shape, unchecked.
+
+    Shapes: an OpenAI tool_calls entry (`function.name`/`function.arguments`), an Anthropic
+    `tool_use` block (`name`/`input`), or the plain `{"name", "arguments", "id"}`.
+    """
+    if isinstance(data.get("function"), dict):
+        fn = data["function"]
+        return fn.get("name"), fn.get("arguments", {}), data.get("id")
+    if data.get("type") == "tool_use":
+        return data.get("name"), data.get("input", {}), data.get("id")
+    return data.get("name"), data.get("arguments", {}), data.get("id")
+
+
 def parse_action(action: Any) -> ParsedCall:
     """Parse any accepted action form; raise ToolCallError for everything else."""
     data = _as_mapping(action)
-    call_id = data.get("id")
-    if isinstance(data.get("function"), dict):  # OpenAI tool_calls entry
-        fn = data["function"]
-        name, arguments = fn.get("name"), fn.get("arguments", {})
-    elif data.get("type") == "tool_use":  # Anthropic content block
-        name, arguments = data.get("name"), data.get("input", {})
-    else:
-        name, arguments = data.get("name"), data.get("arguments", {})
+    name, arguments, call_id = call_parts(data)
+    if not isinstance(data.get("function"), dict) and data.get("type") != "tool_use":
         extra = set(data) - {"name", "arguments", "id", "type"}
         if extra:
             raise ToolCallError("invalid_action", f"unexpected key(s) {sorted(extra)} in the tool call. {_FORMS}")
