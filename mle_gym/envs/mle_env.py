@@ -198,7 +198,8 @@ class MLEEnv(gym.Env[str, dict]):
         observation = result.observation
         if terminated or truncated:
             self._active = False
-            grade = self._grade(submitted if terminated else self.submission_path, submitted_path_error=terminated and submitted is None)
+            # a submit whose path was outside the sandbox leaves `submitted` None: graded as missing
+            grade = self._grade(submitted if terminated else self.submission_path)
             reward = self._reward(grade)
             info["grade"] = grade.model_dump()
             if truncated:
@@ -238,11 +239,12 @@ class MLEEnv(gym.Env[str, dict]):
                               tool_error={"type": "path_outside_sandbox", "message": str(exc)}), None
         return ToolResult(tool="submit", observation=f"Submitted {path}. The episode is over; it is being graded."), path
 
-    def _grade(self, path: str | None, *, submitted_path_error: bool = False) -> GradeReport:
+    def _grade(self, path: str | None) -> GradeReport:
+        """Grade the file at `path` in the sandbox (None: no file) on the host."""
         assert self.sandbox is not None and self.dataset is not None
         with tempfile.TemporaryDirectory(prefix="mle-gym-grade-") as tmp:
             host: Path | None = Path(tmp) / "submission.csv"
-            if submitted_path_error or path is None or not self.sandbox.fetch_file(path, host):
+            if path is None or not self.sandbox.fetch_file(path, host):
                 host = None
             return self.competition.grade(host, self.dataset.private, sample_data=self.dataset.sample_data)
 
