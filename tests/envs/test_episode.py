@@ -330,3 +330,12 @@ def test_container_killed_mid_episode_is_a_typed_harness_error(docker_image: str
     finally:
         env.close()
         env.close()
+
+
+def test_submit_outside_the_sandbox_ends_the_episode_graded_as_missing() -> None:
+    with make() as env:
+        env.reset()
+        obs, reward, terminated, truncated, info = env.step({"name": "submit", "arguments": {"path": "/etc/passwd"}})
+        assert terminated and not truncated and reward == 0.0
+        assert info["tool_error"]["type"] == "path_outside_sandbox" and "outside the sandbox" in obs
+        assert info["grade"]["submission_exists"] is False and info["grade"]["reason"] == "no submission file was found"
