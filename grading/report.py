@@ -74,6 +74,13 @@ def _report(
     )
 
 
+def invalid_report(
+    competition_id: str, figures: LeaderboardFigures, *, sample_data: bool, reason: str, exists: bool = True,
+) -> GradeReport:
+    """The report of a submission that earns nothing: invalid (or, with `exists=False`, missing), with why."""
+    return _report(competition_id, figures, sample_data=sample_data, exists=exists, score=None, reason=reason)
+
+
 def grade_submission(
     submission_path: Path | None,
     answers: pd.DataFrame,
@@ -91,24 +98,24 @@ def grade_submission(
     submission raises GradingError: that is ours.
     """
     if submission_path is None or not submission_path.is_file():
-        return _report(competition_id, figures, sample_data=sample_data, exists=False, score=None,
-                       reason="no submission file was found")
+        return invalid_report(competition_id, figures, sample_data=sample_data, exists=False,
+                              reason="no submission file was found")
     try:
         submission = read_submission_csv(submission_path)
         aligned = validate(submission, answers)
     except InvalidSubmissionError as exc:
-        return _report(competition_id, figures, sample_data=sample_data, exists=True, score=None, reason=str(exc))
+        return invalid_report(competition_id, figures, sample_data=sample_data, reason=str(exc))
     try:
         raw = float(score(aligned, answers))
     except InvalidSubmissionError as exc:
-        return _report(competition_id, figures, sample_data=sample_data, exists=True, score=None, reason=str(exc))
+        return invalid_report(competition_id, figures, sample_data=sample_data, reason=str(exc))
     except (ValueError, TypeError, KeyError, ZeroDivisionError) as exc:
         raise GradingError(
             f"the {competition_id} metric failed on a submission that passed validation: {exc!r}. "
             "This is a grader bug; please report it with the submission file."
         ) from exc
     if not math.isfinite(raw):
-        return _report(competition_id, figures, sample_data=sample_data, exists=True, score=None,
-                       reason=f"the metric is not finite for this submission ({raw})")
+        return invalid_report(competition_id, figures, sample_data=sample_data,
+                              reason=f"the metric is not finite for this submission ({raw})")
     return _report(competition_id, figures, sample_data=sample_data, exists=True,
                    score=round_score(raw), reason=None)

@@ -1,8 +1,12 @@
 """Submission checks: format only (columns, ids, rows, values), never the score.
 
 Every check raises InvalidSubmissionError with a message that says what was expected and what
-was found: the agent reads it. The checks are vectorised (hash indexes, no Python sets or
-per-row loops) so a million-row submission costs about as much as reading it.
+was found: the agent reads it, through `validate_submission`, while the episode runs. So a
+check's verdict and message depend only on the submission and the public format (the test ids,
+which are public, the columns, the row count, value types and ranges), never on the answers'
+values: a check that needs those belongs in the competition's `score`. The checks are
+vectorised (hash indexes, no Python sets or per-row loops) so a million-row submission costs
+about as much as reading it.
 """
 
 from __future__ import annotations

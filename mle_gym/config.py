@@ -23,6 +23,16 @@ class EnvConfig(BaseModel):
     time_limit_s: float = Field(default=24 * 3600.0, gt=0, description="wall clock from reset; MLE-bench gives 24 h")
     command_timeout_s: float = Field(default=600.0, gt=0, description="default timeout of one bash call")
     max_output_chars: int = Field(default=16_000, ge=200)
+    max_submission_bytes: int = Field(
+        default=512 * 1024 * 1024, ge=1,
+        description="largest submission file copied out and graded; a bigger one is an invalid submission. "
+                    "512 MiB is above any real MLE-bench submission and keeps the host's copy and parse bounded",
+    )
+    max_saved_output_bytes: int | None = Field(
+        default=None, ge=1024, description="cap on the saved full output of one command (backend default: 64 MiB)")
+    grading_memory: str = Field(
+        default="8g", description="memory the grading child process may use (parse and score); over it: invalid")
+    grading_timeout_s: float = Field(default=900.0, gt=0, description="wall clock the grading child may take")
     # Sandbox options, passed to the backend's config when set (Docker: see DockerSandboxConfig).
     image: str | None = None
     cpus: float | None = None
@@ -32,13 +42,18 @@ class EnvConfig(BaseModel):
     network: Literal["none", "bridge"] | None = None
     gpus: Any = Field(default="auto", description='"auto", "all", a list of device ids, or None for none')
     workspace_root: str | None = None
+    disk_limit: str | None = Field(default="20g", description="Docker: most bytes an episode may write (None: no limit)")
+    warm_pool: bool | None = None
     sandbox_options: dict[str, Any] = Field(default_factory=dict, description="extra backend options")
 
     def backend_options(self) -> dict[str, Any]:
         if self.sandbox == "local":
-            keys = ("workspace_root",)
+            keys: tuple[str, ...] = ("workspace_root", "max_saved_output_bytes")
+            always: tuple[str, ...] = ()
         else:
-            keys = ("image", "cpus", "memory", "pids_limit", "shm_size", "network", "gpus", "workspace_root")
-        opts = {k: getattr(self, k) for k in keys if getattr(self, k) is not None or k == "gpus"}
+            keys = ("image", "cpus", "memory", "pids_limit", "shm_size", "network", "gpus", "disk_limit",
+                    "max_saved_output_bytes", "warm_pool")
+            always = ("gpus", "disk_limit")
+        opts = {k: getattr(self, k) for k in keys if getattr(self, k) is not None or k in always}
         opts.update(self.sandbox_options)
         return opts

@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from mle_gym.tools.parse import call_parts
+from mle_gym.tools.parse import ToolCallError, call_parts, load_json_text
 from mle_gym.tools.schemas import TOOL_NAMES, openai_tools
-from mle_gym.trajectory import StepRecord, Trajectory, load_trajectory
+from mle_gym.trajectory import StepRecord, Trajectory, dumps_line, load_trajectory
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an autonomous machine-learning engineer. You solve a Kaggle competition inside a "
@@ -27,21 +27,21 @@ def _as_tool_call(step: StepRecord) -> tuple[str, str, str | None] | None:
     """
     action = step.action
     if isinstance(action, str):
-        try:
-            action = json.loads(action)
-        except json.JSONDecodeError:
+        try:  # within the env's limits: a recorded action may be JSON nested thousands deep
+            action = load_json_text(action)
+        except ToolCallError:
             return None
     if not isinstance(action, dict):
         return None
     name, arguments, call_id = call_parts(action)
     if not isinstance(name, str) or name not in TOOL_NAMES:
         return None
-    if arguments is None or arguments == "":
+    if arguments is None or (isinstance(arguments, str) and arguments == ""):
         arguments = {}
     if isinstance(arguments, str):
         try:
-            parsed = json.loads(arguments)
-        except json.JSONDecodeError:
+            parsed = load_json_text(arguments)
+        except ToolCallError:
             return None
         if not isinstance(parsed, dict):
             return None
@@ -154,6 +154,6 @@ def write_jsonl(records: Iterable[dict[str, Any]], out: Path | str) -> int:
     n = 0
     with Path(out).open("w", encoding="utf-8") as fh:
         for record in records:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            fh.write(dumps_line(record, allow_nan=True) + "\n")  # lone surrogates in observations come out escaped
             n += 1
     return n

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -15,14 +13,16 @@ from mle_gym.competitions.datasets import Dataset, load_dataset
 from mle_gym.config import EnvConfig
 from mle_gym.envs.prompt import build_prompt
 from mle_gym.envs.spaces import TextObservation, ToolCallSpace
-from mle_gym.errors import EpisodeEndedError, InvalidSubmissionError, SandboxPathError
+from mle_gym.envs.submission import SubmissionService
+from mle_gym.errors import EpisodeEndedError, SandboxPathError
 from mle_gym.grading import GradeReport
-from mle_gym.grading.validation import read_submission_csv
+from mle_gym.grading.isolated import GradingLimits
 from mle_gym.sandbox.base import Sandbox
 from mle_gym.sandbox.factory import make_sandbox
 from mle_gym.tools.execute import ToolExecutor, ToolResult
 from mle_gym.tools.parse import ParsedCall, ToolCallError, parse_action
 from mle_gym.tools.schemas import TOOL_NAMES, anthropic_tools, openai_tools
+from mle_gym.units import parse_size
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,7 @@ class MLEEnv(gym.Env[str, dict]):
         self.dataset: Dataset | None = None
         self.sandbox: Sandbox | None = None
         self._executor: ToolExecutor | None = None
+        self._submissions: SubmissionService | None = None
         self._active = False
         self._steps = 0
         self._started = 0.0
@@ -121,9 +122,14 @@ class MLEEnv(gym.Env[str, dict]):
         self.action_space.code_dir, self.action_space.data_dir = ".", paths.data
         if seed is not None:
             self.action_space.seed(seed)
+        self._submissions = SubmissionService(
+            self.sandbox, self.competition, self.dataset, max_bytes=self.config.max_submission_bytes,
+            limits=GradingLimits(memory_bytes=parse_size(self.config.grading_memory),
+                                 timeout_s=self.config.grading_timeout_s),
+        )
         self._executor = ToolExecutor(
             self.sandbox, command_timeout_s=self.config.command_timeout_s,
-            max_output_chars=self.config.max_output_chars, validate_submission=self._validate_file,
+            max_output_chars=self.config.max_output_chars, validate_submission=self._submissions.validate,
         )
         self._steps = 0
         self._started = time.monotonic()
@@ -176,7 +182,9 @@ class MLEEnv(gym.Env[str, dict]):
                 else:
                     result = self._executor.run(call, time_left_s=self._time_left())
         if not terminated and not truncated:
-            if self._steps >= self.config.max_steps:
+            if self.sandbox.breach is not None:
+                truncated, reason = True, self.sandbox.breach
+            elif self._steps >= self.config.max_steps:
                 truncated, reason = True, "max_steps"
             elif self._time_left() <= 0:
                 truncated, reason = True, "time_limit"
@@ -204,8 +212,9 @@ class MLEEnv(gym.Env[str, dict]):
             info["grade"] = grade.model_dump()
             if truncated:
                 info["truncation_reason"] = reason
-                budget = "step budget" if reason == "max_steps" else "time limit"
-                observation += f"\n[episode over: the {budget} ran out; {self.submission_path} was graded as it stood]"
+                budget = {"max_steps": "step budget ran out", "time_limit": "time limit ran out",
+                          "disk_limit": "episode went over its disk limit"}.get(reason or "", f"{reason} was hit")
+                observation += f"\n[episode over: the {budget}; {self.submission_path} was graded as it stood]"
         self._last_observation = observation
         return observation, reward, terminated, truncated, info
 
@@ -240,25 +249,9 @@ class MLEEnv(gym.Env[str, dict]):
         return ToolResult(tool="submit", observation=f"Submitted {path}. The episode is over; it is being graded."), path
 
     def _grade(self, path: str | None) -> GradeReport:
-        """Grade the file at `path` in the sandbox (None: no file) on the host."""
-        assert self.sandbox is not None and self.dataset is not None
-        with tempfile.TemporaryDirectory(prefix="mle-gym-grade-") as tmp:
-            host: Path | None = Path(tmp) / "submission.csv"
-            if path is None or not self.sandbox.fetch_file(path, host):
-                host = None
-            return self.competition.grade(host, self.dataset.private, sample_data=self.dataset.sample_data)
-
-    def _validate_file(self, host: Path | None) -> tuple[bool, str]:
-        assert self.dataset is not None
-        if host is None:
-            return False, "no submission file"
-        try:
-            submission = read_submission_csv(host)
-            answers = self.competition.load_answers(self.dataset.private)
-            self.competition.validate(submission, answers)
-        except InvalidSubmissionError as exc:
-            return False, str(exc)
-        return True, f"{len(submission)} rows with columns {list(submission.columns)} match the expected format"
+        """Grade the file at `path` in the sandbox (None: nothing submitted), in a limited child process."""
+        assert self._submissions is not None
+        return self._submissions.grade(path)
 
     def _reward(self, grade: GradeReport) -> float:
         if not grade.valid_submission:

@@ -52,10 +52,27 @@ class ExecResult(BaseModel):
     duration_s: float = 0.0
     shell_restarted: bool = False
     restart_reason: str | None = None
+    saved_capped: bool = False  # the saved full output stops at the sandbox's max_saved_output_bytes
 
     @property
     def output(self) -> str:
         return self.head + self.tail
+
+
+class FetchResult(BaseModel):
+    """What copying a submission out of the sandbox found."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    found: bool
+    """Something exists at the path."""
+    problem: str | None = None
+    """Why it was not copied (not a regular file, over the size cap, still changing...)."""
+    size: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.found and self.problem is None
 
 
 class Sandbox(abc.ABC):
@@ -72,6 +89,8 @@ class Sandbox(abc.ABC):
     """
 
     paths: SandboxPaths
+    breach: str | None = None
+    """Set to the limit's name (e.g. "disk_limit") once the episode broke a limit of the sandbox."""
 
     @abc.abstractmethod
     def start(self) -> None:
@@ -98,8 +117,12 @@ class Sandbox(abc.ABC):
         """List a folder, sorted by name."""
 
     @abc.abstractmethod
-    def fetch_file(self, path: str, dest: Path) -> bool:
-        """Copy a regular file out of the sandbox to the host path `dest`; False if it is missing."""
+    def fetch_file(self, path: str, dest: Path, *, max_bytes: int) -> FetchResult:
+        """Copy a submission out to the host path `dest` (in a folder the host owns).
+
+        Only a regular file under the writable folders, at most `max_bytes`, unchanged while it
+        is read, is copied; anything else comes back with `problem` saying what was found.
+        """
 
     @abc.abstractmethod
     def resolve(self, path: str) -> str:

@@ -1,40 +1,43 @@
-"""Docker backend: each episode in a container that holds the public data and nothing else.
+"""Docker backend: each episode in a fresh container that holds the public data and nothing else.
 
-Layout (as MLE-bench's): `/home/data` is the host's public data folder, bind-mounted
-read-only and shared by every container (never copied, so reset time does not depend on the
-data's size); `/home/submission`, `/home/code` (the working directory) and `/home/logs` are
-bind mounts of a per-sandbox host temp folder, so the host reads outputs and the submission
-straight from its own disk. Private answers never enter the container: grading runs on the
-host over the submission file.
+Walls:
+- No folder the agent can write is shared with the host. `/home/submission`, `/home/code` and
+  `/home/logs` live in the container's own writable layer; commands and file operations run
+  inside it through the helper (`agentd`), as the agent's non-root user, and the host receives
+  bytes. The host never resolves a path the agent controls.
+- The public data is baked into an image layer of its own (`mle-gym-data:<fingerprint>`,
+  built once per dataset and image): containers share it read-only (root-owned, the agent is
+  not root) without a bind mount, so nothing in the container names a host path.
+- Every episode gets a fresh container: nothing the previous one did survives (files, modes,
+  processes, IPC objects, /dev/shm). A warm spare is started in the background after each
+  reset, so reset() only swaps containers; the old one is removed in the background.
+- Disk: the container's writable layer (as Docker measures it) plus the deleted files its
+  processes hold open are checked against `disk_limit` about once a second while a command
+  runs and after steps; going over kills every process of the agent and ends the episode.
+- The private answers never enter a container: grading runs on the host over copied bytes.
 
-The container's main process only waits on a stdin that the owning process holds open, so the
-container ends with its owner (`docker-init` as pid 1 reaps zombies). The agent's
-shell is one `docker exec -it` bash driven by pexpect, running as a non-root user (the
-image's `agent`, uid 1000, when the host runs as root; the host's own uid otherwise, so both
-sides can write the shared folders). A timeout kills the command's process tree inside the
-container. The container is reused across resets: writable folders emptied, every agent
-process killed, a fresh shell. `close()` removes it.
-
-Containers are named `mle-gym-<id>` and labelled with the owning host process, so that
-`gc_containers()` (`mle-gym gc`) can remove what a killed process left behind.
-
-Bind mounts need the daemon to see this machine's disk: a remote `DOCKER_HOST` is not supported.
+Containers are labelled with the owning host process. Each one's main process reads a stdin
+that only the owner holds (the lifeline), so no container outlives its owner; `mle-gym gc`
+removes what a daemon fault left. A remote `DOCKER_HOST` works (nothing is bind-mounted).
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
+import concurrent.futures
 import datetime as _dt
+import hashlib
+import io
 import logging
 import os
-import re
 import shutil
 import socket
+import tarfile
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,13 +54,12 @@ from mle_gym.errors import (
     ImageNotFoundError,
     SandboxError,
     SandboxStartError,
-    ShellDiedError,
 )
-from mle_gym.sandbox import killtree
-from mle_gym.sandbox.base import ExecResult, SandboxPaths
-from mle_gym.sandbox.owners import gc_workspaces, pid_alive, process_start_ticks, write_owner
-from mle_gym.sandbox.session import ShellSession
-from mle_gym.sandbox.workspace import WorkspaceSandbox
+from mle_gym.sandbox.base import SandboxPaths
+from mle_gym.sandbox.channel import BOOT, HelperChannel, HelperGoneError
+from mle_gym.sandbox.inside import InsideSandbox, LimitBreached
+from mle_gym.sandbox.owners import pid_alive, process_start_ticks
+from mle_gym.units import parse_size
 
 log = logging.getLogger(__name__)
 
@@ -66,105 +68,30 @@ LABEL_PID = "mle-gym.pid"
 LABEL_PID_START = "mle-gym.pid-start"
 LABEL_HOST = "mle-gym.host"
 LABEL_CREATED = "mle-gym.created"
-LABEL_WORKSPACE = "mle-gym.workspace"
+LABEL_DATA = "mle-gym.data"
 NAME_PREFIX = "mle-gym-"
-WORKSPACE_PREFIX = "mle-gym-docker-"
+DATA_REPO = "mle-gym-data"
 
 CONTAINER_PATHS = SandboxPaths(
     data="/home/data", submission="/home/submission", code="/home/code", logs="/home/logs",
 )
 AGENT_HOME = "/home/agent"
-# Folders a non-root agent can write outside the bind mounts; reset empties them too.
-SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm", AGENT_HOME)
 
 # Errors the Docker SDK raises when the daemon misbehaves or goes away.
 _DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
-_SIZE = re.compile(r"^\d+(\.\d+)?[bkmg]?$", re.IGNORECASE)
+# Where the agent can write in an image, by (image id, agent uid:gid): found once per process.
+_WRITABLE: dict[tuple[str, str], list[str]] = {}
 
-# Run as the agent inside the container at reset: kill(-1) signals every process this uid
-# may signal in the container's pid namespace at once, so nothing escapes by re-parenting
-# or setsid (a tree walk could miss those); then empty the scratch folders.
-_SCRUB_SRC = """
-import os, shutil, signal, sys, time
-me, uid = os.getpid(), os.getuid()
-def alive():
-    # kill(-1) cannot say when none are left (root's processes count too): look in /proc
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            if os.stat("/proc/" + name).st_uid != uid:
-                continue
-            with open("/proc/" + name + "/stat", "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != b"Z":
-            return True
-    return False
-for _ in range(400 if sys.argv[1] == "kill" else 0):
+# Containers are made and removed off the episode's thread, shared by every sandbox.
+_WORKERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="mle-gym-docker")
+
+
+def _host_memory_bytes() -> int:
     try:
-        os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:
-        break
-    if not alive():
-        break
-    time.sleep(0.005)
-for folder in sys.argv[2:]:
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        continue
-    for name in names:
-        path = os.path.join(folder, name)
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.unlink(path)
-        except OSError:
-            pass
-"""
-
-
-# Hang up a shell the host lets go of. Closing the `docker exec` client does not end the
-# process inside (the container keeps its pty), so a shell restarted after a failed timeout
-# kill would live on, maybe spinning. SIGHUP makes bash hang up its jobs as a terminal would.
-_HANGUP_SRC = """
-import os, signal, sys, time
-pid = int(sys.argv[1])
-def is_bash():
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        with open("/proc/%d/comm" % pid, "rb") as handle:
-            return handle.read().strip() == b"bash" and fields[0] != b"Z"
-    except (OSError, IndexError):
-        return False
-if is_bash():
-    os.kill(pid, signal.SIGHUP)
-    for _ in range(40):
-        time.sleep(0.005)
-        if not is_bash():
-            break
-    else:
-        os.kill(pid, signal.SIGKILL)
-"""
-
-
-class _ContainerShell(ShellSession):
-    """The session, plus: when the host lets go of a shell, the shell inside is hung up too."""
-
-    def __init__(self, *args: Any, hangup: Callable[[int], None], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._hangup = hangup
-
-    def close(self) -> None:
-        pid = self.shell_pid
-        super().close()
-        if pid is not None:
-            self._hangup(pid)
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 * 1024**3
 
 
 class DockerSandboxConfig(BaseModel):
@@ -175,10 +102,13 @@ class DockerSandboxConfig(BaseModel):
     image: str = "mle-gym:latest"
     """Image to run; build it with `mle-gym image build --offline` (or without --offline)."""
     cpus: float | None = Field(default=None, gt=0)
-    """CPU limit in cores (None: no limit)."""
-    memory: str | None = None
-    """Memory limit such as "8g" (swap is not added on top). None: no limit."""
-    pids_limit: int | None = Field(default=8192, gt=0)
+    """CPU limit in cores. None: no hard cap; the kernel still shares CPUs fairly between
+    containers (equal CPU shares), so one busy episode cannot starve the others."""
+    memory: str | None = "auto"
+    """Memory limit such as "8g" (swap is not added on top). "auto": 75% of this machine's memory,
+    so a runaway episode is OOM-killed in its container before the host suffers (`mle-gym run -j N`
+    divides that among its N episodes). None: no limit."""
+    pids_limit: int | None = Field(default=4096, gt=0)
     """Most processes and threads at once (stops fork bombs). None: no limit."""
     shm_size: str | None = "2g"
     """Size of /dev/shm (Docker's 64m breaks PyTorch data loaders)."""
@@ -189,17 +119,30 @@ class DockerSandboxConfig(BaseModel):
     """"auto": every GPU when the daemon has an NVIDIA runtime, none otherwise; "all"; a list
     of device ids or UUIDs; None: no GPU."""
     agent_user: str = "agent"
-    """The image's user the agent runs as when this host process is root."""
-    workspace_root: Path | None = None
-    """Where the per-sandbox host folders are made (default: the system temp folder)."""
+    """The image's (non-root) user the agent runs as."""
+    disk_limit: str | None = "20g"
+    """Most bytes an episode may write (its container's writable layer, /tmp and the logs
+    included). Enough for the checkpoints of the models MLE-bench agents train; lower it when
+    many episodes share a small disk. Going over ends the episode (truncation_reason "disk_limit")."""
+    max_saved_output_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Cap on the full output of one command kept in the logs folder."""
+    warm_pool: bool = True
+    """Start the next episode's container in the background, so reset() only swaps containers."""
     start_timeout_s: float = Field(default=60.0, gt=0)
-    """How long the container and its shell may take to come up."""
+    """How long a container and its helper may take to come up."""
 
-    @field_validator("memory", "shm_size")
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str | None) -> str | None:
+        if value is not None and value != "auto":
+            parse_size(value)
+        return value
+
+    @field_validator("shm_size", "disk_limit")
     @classmethod
     def _size(cls, value: str | None) -> str | None:
-        if value is not None and not _SIZE.match(value):
-            raise ValueError(f"expected a size such as '512m' or '8g', got {value!r}")
+        if value is not None:
+            parse_size(value)
         return value
 
     @field_validator("gpus")
@@ -209,9 +152,16 @@ class DockerSandboxConfig(BaseModel):
             return None
         return value
 
+    def memory_bytes(self) -> int | None:
+        if self.memory is None:
+            return None
+        if self.memory == "auto":
+            return int(_host_memory_bytes() * 0.75)
+        return parse_size(self.memory)
 
-# Strong references on purpose: a sandbox dropped without close() still gets its container
-# removed when the interpreter exits (a killed interpreter leaves it to `mle-gym gc`).
+
+# Strong references on purpose: a sandbox dropped without close() still gets its containers
+# removed when the interpreter exits (a killed interpreter leaves it to the lifeline and gc).
 _OPEN: set[DockerSandbox] = set()
 
 
@@ -237,57 +187,170 @@ def _connect(timeout_s: float = 60.0) -> docker.DockerClient:
     return client
 
 
-class DockerSandbox(WorkspaceSandbox):
-    """One container per sandbox, reused across resets; see the module docstring."""
+# -- the data image ----------------------------------------------------------------------
+_DATA_LOCK = threading.Lock()
+
+
+def _walk(data_dir: Path) -> Iterator[tuple[str, os.stat_result]]:
+    for folder, dirs, files in os.walk(data_dir):
+        dirs.sort()
+        for name in sorted(dirs) + sorted(files):
+            path = os.path.join(folder, name)
+            yield os.path.relpath(path, data_dir), os.lstat(path)
+
+
+def data_fingerprint(base_image_id: str, data_dir: Path) -> str:
+    """Names a data image: the base image and every file's path, size and modification time."""
+    digest = hashlib.sha256(base_image_id.encode())
+    for rel, info in _walk(data_dir):
+        digest.update(f"{rel}\0{info.st_size}\0{info.st_mtime_ns}\0{info.st_mode}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()[:20]
+
+
+def ensure_data_image(client: docker.DockerClient, base_image: str, base_image_id: str, data_dir: Path) -> str:
+    """The tag of an image with `data_dir` at /home/data over `base_image`, built if missing.
+
+    The data is the host's own prepared public folder (never a folder the agent writes). Files
+    are owned by root and readable by all, folders searchable: the agent reads, never writes.
+    """
+    fingerprint = data_fingerprint(base_image_id, data_dir)
+    tag = f"{DATA_REPO}:{fingerprint}"
+    with _DATA_LOCK:
+        try:
+            client.images.get(tag)
+            return tag
+        except docker.errors.ImageNotFound:
+            pass
+        log.info("building the data image %s from %s (once per dataset and image)", tag, data_dir)
+        with tempfile.TemporaryFile(prefix="mle-gym-data-") as context:
+            with tarfile.open(fileobj=context, mode="w") as tar:
+                dockerfile = f"FROM {base_image}\nCOPY data/ {CONTAINER_PATHS.data}/\n".encode()
+                info = tarfile.TarInfo("Dockerfile")
+                info.size = len(dockerfile)
+                tar.addfile(info, io.BytesIO(dockerfile))
+                tar.addfile(_dir_info("data"))
+                for rel, st in _walk(data_dir):
+                    tar.add(data_dir / rel, arcname=f"data/{rel}", recursive=False, filter=_root_owned)
+            context.seek(0)
+            try:
+                for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
+                                              decode=True, labels={LABEL_DATA: fingerprint}):
+                    if "error" in chunk:
+                        raise SandboxStartError(
+                            f"building the data image {tag} from {data_dir} failed: {chunk['error'].strip()}. "
+                            "Check free disk space for Docker and that the image builds (`mle-gym image build "
+                            "--offline`).")
+            except docker.errors.APIError as exc:
+                raise SandboxStartError(f"building the data image {tag} from {data_dir} failed: {exc}") from exc
+            except _DOCKER_ERRORS as exc:
+                raise DockerUnavailableError(f"the Docker daemon failed while building {tag}: {exc}") from exc
+    return tag
+
+
+def _dir_info(name: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE
+    info.mode = 0o755
+    return info
+
+
+def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.mode = 0o755 if info.isdir() else (0o755 if info.mode & 0o111 else 0o644)
+    return info
+
+
+# -- containers --------------------------------------------------------------------------
+class _Box:
+    """One container with its lifeline, and the helper started in it (if any)."""
+
+    def __init__(self, container_id: str, name: str, lifeline: Any) -> None:
+        self.id = container_id
+        self.name = name
+        self.lifeline = lifeline
+        self.helper: HelperChannel | None = None  # the agent's side: shell and files, as the agent
+        self.warden: HelperChannel | None = None  # root's side: disk usage, ending the agent's processes
+
+
+class DockerSandbox(InsideSandbox):
+    """A fresh container per episode; see the module docstring."""
 
     def __init__(self, data_dir: Path, config: DockerSandboxConfig | None = None) -> None:
         super().__init__()
         self.config = config or DockerSandboxConfig()
+        self.max_saved_output_bytes = self.config.max_saved_output_bytes
+        self.start_timeout_s = self.config.start_timeout_s
         self._data_dir = Path(data_dir).resolve()
         self.paths = CONTAINER_PATHS
         self._client: docker.DockerClient | None = None
-        self._container: Any = None  # docker.models.containers.Container
-        self._container_name: str | None = None
-        self._workspace: Path | None = None
         self._docker_cli: str | None = None
-        self._agent_spec: str | None = None  # the -u argument of docker exec
+        self._image_id: str | None = None
+        self._data_image: str | None = None
+        self._agent_spec: str | None = None
+        self._writable: list[str] = []
         self._gpus_got: list[str] = []
         self._device_requests: list[docker.types.DeviceRequest] = []
-        self._image_id: str | None = None
-        self._pristine = False  # no agent command ran since the container was made or reset
+        self._box: _Box | None = None
+        self._spare: concurrent.futures.Future[_Box] | None = None
+        self._retiring: list[concurrent.futures.Future[None]] = []
         self._closed = False
-        self._lifeline: Any = None  # the attached stdin of the container's main process
+        self._disk_limit = parse_size(self.config.disk_limit) if self.config.disk_limit else None
+        self._last_disk_check = 0.0
+        self.disk_used_bytes: int | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
         self._check_open()
-        if self._container is None:
-            self._create_container()
-        self._ensure_shell()
+        if self._box is None:
+            self.reset()
+        else:
+            self._ensure_helper()
 
     def reset(self) -> None:
+        """A fresh container for the next episode (the warm spare when ready); the old one is removed."""
         self._check_open()
-        if self._container is None:
-            self._create_container()
-        elif not self._container_running():
-            log.warning("container %s is gone or stopped; replacing it with a fresh one", self._container_name)
-            self._discard_container()
-            self._create_container()
-        elif not self._pristine:
-            self._scrub_container()
-            self._forget_shell()
-        self._wipe_writable()
-        self._ensure_shell()
-        self._pristine = True
+        self._prepare()
+        old, self._box = self._box, None
+        self._helper = None
+        if old is not None:
+            self._retire(old)
+        box = self._take_spare()
+        if box is None:
+            box = self._make_box()
+        self._box = box
+        self._helper = box.helper
+        self.breach = None
+        self.disk_used_bytes = None
+        self._last_disk_check = time.monotonic()
+        if self._helper is None or not self._helper.alive():
+            self._start_helper()
+        if self.config.warm_pool:
+            self._spare = _WORKERS.submit(self._make_box)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         _OPEN.discard(self)
-        self._forget_shell()  # removing the container ends it
-        self._close_shell_log()
-        self._discard_container()
+        self._helper = None
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            try:
+                self._remove_box(spare.result(timeout=self.config.start_timeout_s * 2))
+            except (concurrent.futures.TimeoutError, SandboxError, *_DOCKER_ERRORS) as exc:
+                log.debug("the spare container was not made: %s", exc)
+            except concurrent.futures.CancelledError:
+                pass
+        box, self._box = self._box, None
+        if box is not None:
+            self._remove_box(box)
+        for future in self._retiring:
+            try:
+                future.result(timeout=60)
+            except (concurrent.futures.TimeoutError, *_DOCKER_ERRORS) as exc:
+                log.warning("removing an old container did not finish: %s (`mle-gym gc` will)", exc)
+        self._retiring.clear()
         if self._client is not None:
             try:
                 self._client.close()
@@ -299,8 +362,10 @@ class DockerSandbox(WorkspaceSandbox):
         if self._closed:
             raise SandboxError("this Docker sandbox was closed; make a new one (or a new env) to run more episodes")
 
-    # -- container ---------------------------------------------------------------------
-    def _create_container(self) -> None:
+    def _prepare(self) -> None:
+        """Once per sandbox: the daemon, the image, the data image, the agent's uid and the GPUs."""
+        if self._client is not None:
+            return
         cfg = self.config
         if not self._data_dir.is_dir():
             raise SandboxStartError(
@@ -310,38 +375,37 @@ class DockerSandbox(WorkspaceSandbox):
         self._docker_cli = shutil.which("docker")
         if self._docker_cli is None:
             raise DockerUnavailableError(
-                "the Docker sandbox drives its shell through the `docker` command-line client, "
+                "the Docker sandbox runs its helper through the `docker` command-line client, "
                 "which is not on PATH. Install the Docker CLI, or run with sandbox=\"local\" "
                 "(no isolation)."
             )
-        if self._client is None:
-            self._client = _connect(cfg.start_timeout_s)
-        client = self._client
+        client = _connect(cfg.start_timeout_s)
         try:
             self._image_id = client.images.get(cfg.image).id
         except docker.errors.ImageNotFound:
+            client.close()
             raise ImageNotFoundError(
                 f"the sandbox image {cfg.image!r} is not in the local Docker engine. Build it with "
                 "`mle-gym image build --offline` (no registry needed) or `mle-gym image build` "
                 "(GPU image, needs internet), or pass image=... naming an image you have."
             ) from None
         except _DOCKER_ERRORS as exc:
+            client.close()
             raise DockerUnavailableError(f"could not look up image {cfg.image!r} in the Docker daemon: {exc}") from exc
-        self._device_requests, want_gpus = self._resolve_gpus(client)
+        try:
+            self._device_requests, _ = self._resolve_gpus(client)
+            self._data_image = ensure_data_image(client, cfg.image, self._image_id, self._data_dir)
+        except BaseException:
+            client.close()
+            raise
+        self._client = client
+        _OPEN.add(self)
 
-        ws = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX, dir=self._make_root())).resolve()
-        self._workspace = ws
-        # Who owns this workspace, so `mle-gym gc` can remove it once that process is gone.
-        write_owner(ws)
-        host_uid = os.geteuid()
-        for name in ("submission", "code", "logs"):
-            (ws / name).mkdir()
-        self._roots = {
-            CONTAINER_PATHS.data: self._data_dir,
-            CONTAINER_PATHS.submission: ws / "submission",
-            CONTAINER_PATHS.code: ws / "code",
-            CONTAINER_PATHS.logs: ws / "logs",
-        }
+    def _make_box(self) -> _Box:
+        """Create and start a container, probe it once per sandbox, start its helper."""
+        assert self._client is not None and self._data_image is not None
+        cfg = self.config
+        client = self._client
         name = f"{NAME_PREFIX}{uuid.uuid4().hex[:12]}"
         labels = {
             LABEL: "1",
@@ -349,72 +413,261 @@ class DockerSandbox(WorkspaceSandbox):
             LABEL_PID_START: process_start_ticks(os.getpid()) or "",
             LABEL_HOST: socket.gethostname(),
             LABEL_CREATED: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            LABEL_WORKSPACE: str(ws),
         }
-        mounts = [docker.types.Mount(CONTAINER_PATHS.data, str(self._data_dir), type="bind", read_only=True)]
-        for key in ("submission", "code", "logs"):
-            mounts.append(docker.types.Mount(getattr(CONTAINER_PATHS, key), str(ws / key), type="bind"))
-        # The main process reads its stdin until EOF, and this process holds that stdin open
-        # through an attached socket (the lifeline). However this process ends, SIGKILL
-        # included, the kernel closes the socket, the main process exits, the container stops
-        # and Docker removes it (auto_remove): no container outlives its owner.
         host: dict[str, Any] = dict(
-            mounts=mounts, init=True, network_mode=cfg.network, security_opt=["no-new-privileges"],
-            auto_remove=True,
+            init=True, network_mode=cfg.network, security_opt=["no-new-privileges"], auto_remove=True,
         )
         if cfg.cpus is not None:
             host["nano_cpus"] = int(cfg.cpus * 1e9)
-        if cfg.memory is not None:
-            host["mem_limit"] = cfg.memory
-            host["memswap_limit"] = cfg.memory
+        memory = cfg.memory_bytes()
+        if memory is not None:
+            host["mem_limit"] = memory
+            host["memswap_limit"] = memory
         if cfg.pids_limit is not None:
             host["pids_limit"] = cfg.pids_limit
         if cfg.shm_size is not None:
             host["shm_size"] = cfg.shm_size
         if self._device_requests:
             host["device_requests"] = self._device_requests
-
-        _OPEN.add(self)
-        self._container_name = name
+        box = None
         try:
             config = client.api.create_container_config(
-                cfg.image, ["sh", "-c", "exec cat > /dev/null"], labels=labels, working_dir=CONTAINER_PATHS.code,
-                hostname="sandbox", stdin_open=True, detach=True, host_config=client.api.create_host_config(**host),
+                self._data_image, ["sh", "-c", "exec cat > /dev/null"], labels=labels,
+                working_dir=CONTAINER_PATHS.code, hostname="sandbox", stdin_open=True, detach=True,
+                host_config=client.api.create_host_config(**host),
             )
-            config["StdinOnce"] = True  # stdin closes when the one attached client goes away
+            # The main process reads its stdin until EOF, and this process holds that stdin open
+            # (the lifeline). However this process ends, SIGKILL included, the kernel closes the
+            # socket, the main process exits and Docker removes the container (auto_remove).
+            config["StdinOnce"] = True
             created = client.api.create_container_from_config(config, name=name)
-            self._container = client.containers.get(created["Id"])
-            self._lifeline = client.api.attach_socket(created["Id"], params={"stdin": 1, "stream": 1})
-            self._container.start()
+            box = _Box(created["Id"], name, None)
+            box.lifeline = client.api.attach_socket(created["Id"], params={"stdin": 1, "stream": 1})
+            client.api.start(created["Id"])
         except docker.errors.APIError as exc:
-            self._discard_container()
+            self._remove_box(box or _Box(name, name, None))
             text = str(exc)
-            if want_gpus and ("device driver" in text or "gpu" in text.lower() or "nvidia" in text.lower()):
+            if self._device_requests and ("device driver" in text or "gpu" in text.lower() or "nvidia" in text.lower()):
                 raise GPUUnavailableError(
                     f"the container could not get the GPUs asked for (gpus={cfg.gpus!r}): {text}. "
                     "Check `nvidia-smi` on the host and nvidia-container-toolkit, or pass gpus=None."
                 ) from exc
             raise SandboxStartError(f"Docker could not start a container from {cfg.image!r}: {text}") from exc
         except _DOCKER_ERRORS as exc:
-            self._discard_container()
+            if box is not None:
+                self._remove_box(box)
             raise DockerUnavailableError(f"the Docker daemon failed while starting a container: {exc}") from exc
-        log.info("started container %s (%s)", name, self._container.short_id)
+        log.info("started container %s", name)
         try:
-            self._probe_container(host_uid)
-        except _DOCKER_ERRORS as exc:
-            self._discard_container()
-            raise SandboxStartError(f"container {name} started but could not be probed: {exc}") from exc
+            if self._agent_spec is None:
+                self._probe(box)
+            box.warden = HelperChannel(
+                self._argv_for(box, user="root"),
+                {"role": "warden", "writable": self._writable, "uid": self._agent_spec.split(":")[0]},
+                start_timeout_s=cfg.start_timeout_s)
+            box.warden.start()
+            box.helper = HelperChannel(self._argv_for(box), self._helper_config(), start_timeout_s=cfg.start_timeout_s)
+            box.helper.start()
+        except (HelperGoneError, *_DOCKER_ERRORS) as exc:
+            self._remove_box(box)
+            raise SandboxStartError(
+                f"container {name} started but its helper did not come up ({exc}); expected `python3` and "
+                f"`bash` in the image {cfg.image!r}. Rebuild it with `mle-gym image build --offline`."
+            ) from exc
         except BaseException:
-            self._discard_container()
+            self._remove_box(box)
             raise
-        self._pristine = True
+        return box
 
-    def _make_root(self) -> str | None:
-        root = self.config.workspace_root
-        if root is None:
+    def _probe(self, box: _Box) -> None:
+        """Learn the agent's uid and gid and the GPUs a container gets, in one exec as root."""
+        cfg = self.config
+        script = 'set -e; id -u "$1"; id -g "$1"; ls -d /dev/nvidia[0-9]* 2>/dev/null || true'
+        code, out = self._exec_quiet(box, ["sh", "-c", script, "sh", cfg.agent_user], user="root")
+        lines = out.decode("utf-8", "replace").split()
+        if code != 0 or len(lines) < 2 or not (lines[0].isdigit() and lines[1].isdigit()):
+            raise SandboxStartError(
+                f"the image {cfg.image!r} has no user {cfg.agent_user!r} (or no `sh`/`id`) "
+                f"(probe exited {code}: {out[-300:]!r}). Rebuild it with `mle-gym image build "
+                "--offline`, or set agent_user= to a user the image has."
+            )
+        uid, gid = int(lines[0]), int(lines[1])
+        if uid == 0:
+            raise SandboxStartError(
+                f"agent_user={cfg.agent_user!r} is root in {cfg.image!r}; the agent must not be root "
+                "(it could then change the data and the helper). Name a non-root user of the image.")
+        self._gpus_got = [line.rsplit("nvidia", 1)[-1] for line in lines[2:] if line.startswith("/dev/nvidia")]
+        self._agent_spec = f"{uid}:{gid}"
+        self._writable = self._writable_places(box)
+
+    def _writable_places(self, box: _Box) -> list[str]:
+        """Where the agent can create or grow files in this image (once per image): the disk check's roots."""
+        assert self._image_id is not None and self._agent_spec is not None
+        cached = _WRITABLE.get((self._image_id, self._agent_spec))
+        if cached is None:
+            script = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o "
+                      "\\( -type d -o -type f \\) -writable -print 2>/dev/null; true")
+            code, out = self._exec_quiet(box, ["sh", "-c", script], user=self._agent_spec)
+            found = sorted(set(out.decode("utf-8", "replace").split("\n")) - {""})
+            cached = [p for p in found if not any(p.startswith(q.rstrip("/") + "/") for q in found if q != p)]
+            _WRITABLE[(self._image_id, self._agent_spec)] = cached
+        return cached
+
+    def _argv_for(self, box: _Box, *, user: str | None = None) -> list[str]:
+        assert self._docker_cli is not None and self._agent_spec is not None
+        return [self._docker_cli, "exec", "-i", "-u", user or self._agent_spec, "-w", CONTAINER_PATHS.code,
+                "-e", f"HOME={AGENT_HOME}", box.id, "python3", "-I", "-c", BOOT]
+
+    def _take_spare(self) -> _Box | None:
+        spare, self._spare = self._spare, None
+        if spare is None:
             return None
-        root.mkdir(parents=True, exist_ok=True)
-        return str(root)
+        try:
+            box = spare.result(timeout=self.config.start_timeout_s * 2)
+        except (concurrent.futures.TimeoutError, SandboxError, *_DOCKER_ERRORS) as exc:
+            log.warning("the warm spare container failed (%s); making one now", exc)
+            return None
+        if not self._running(box):
+            self._retire(box)
+            return None
+        return box
+
+    def _running(self, box: _Box) -> bool:
+        assert self._client is not None
+        try:
+            return self._client.api.inspect_container(box.id)["State"]["Status"] == "running"
+        except docker.errors.NotFound:
+            return False
+        except _DOCKER_ERRORS as exc:
+            raise DockerUnavailableError(f"could not ask the Docker daemon about container {box.name}: {exc}") from exc
+
+    def _retire(self, box: _Box) -> None:
+        self._retiring = [f for f in self._retiring if not f.done()]
+        self._retiring.append(_WORKERS.submit(self._remove_box, box))
+
+    def _remove_box(self, box: _Box) -> None:
+        """Remove a container (its helper and lifeline go with it); never raises."""
+        for channel in (box.helper, box.warden):
+            if channel is not None:
+                channel.close()
+        box.helper = box.warden = None
+        client = self._client
+        if client is not None:
+            try:
+                client.api.remove_container(box.id, force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:  # 409: Docker is already removing it (auto_remove)
+                    log.warning("could not remove container %s: %s (`mle-gym gc` will)", box.name, exc)
+            except _DOCKER_ERRORS as exc:
+                log.warning("could not remove container %s: %s (`mle-gym gc` will)", box.name, exc)
+        lifeline, box.lifeline = box.lifeline, None
+        if lifeline is not None:
+            try:
+                getattr(lifeline, "_sock", lifeline).close()
+            except OSError as exc:
+                log.debug("closing the container's lifeline: %s", exc)
+
+    def _exec_quiet(self, box: _Box, argv: list[str], *, user: str) -> tuple[int, bytes]:
+        """Run a harness command in the container through the API (no pty, no shell state)."""
+        assert self._client is not None
+        exec_id = self._client.api.exec_create(box.id, argv, user=user, workdir="/")["Id"]
+        output = self._client.api.exec_start(exec_id)
+        code = self._client.api.exec_inspect(exec_id).get("ExitCode")
+        return int(code if code is not None else -1), output or b""
+
+    # -- hooks of InsideSandbox ----------------------------------------------------------
+    def _helper_argv(self) -> list[str]:
+        if self._box is None:
+            raise SandboxError("the Docker sandbox has no container; call reset() first")
+        return self._argv_for(self._box)
+
+    def _shell_env(self) -> dict[str, str]:
+        return {**super()._shell_env(), "HOME": AGENT_HOME}
+
+    def _start_helper(self) -> None:
+        super()._start_helper()
+        if self._box is not None:
+            self._box.helper = self._helper
+
+    def _harness_fault(self, exc: BaseException) -> SandboxError:
+        died = self._died_error(exc)
+        return died if died is not None else super()._harness_fault(exc)
+
+    def _kill_agent_processes(self) -> None:
+        """End every process of the agent's uid (the helper's too), from root's side."""
+        box = self._box
+        if box is None:
+            return
+        if box.warden is not None:
+            try:
+                box.warden.request({"op": "kill"}, timeout_s=30)
+                return
+            except HelperGoneError as exc:  # only a container fault ends the root-side warden
+                raise self._died_error(exc) or SandboxError(
+                    f"the root-side warden of container {box.name} stopped answering ({exc}); reset() "
+                    "to continue in a fresh container") from exc
+        raise self._died_error() or SandboxError(f"container {box.name} has no warden; reset() to continue")
+
+    def _ensure_helper(self) -> HelperChannel:
+        self._check_open()
+        if self._box is None:
+            self.reset()
+        return super()._ensure_helper()
+
+    # -- disk ----------------------------------------------------------------------------
+    def _check_disk(self) -> None:
+        box = self._box
+        if self._disk_limit is None or box is None or box.warden is None:
+            return
+        self._last_disk_check = time.monotonic()
+        try:
+            reply, _ = box.warden.request({"op": "usage"}, timeout_s=60)
+        except HelperGoneError as exc:
+            raise self._died_error(exc) or SandboxError(
+                f"the root-side warden of container {box.name} stopped answering ({exc}); reset() to "
+                "continue in a fresh container") from exc
+        used = int(reply["bytes"])
+        self.disk_used_bytes = used
+        if used > self._disk_limit:
+            raise LimitBreached(
+                "disk_limit",
+                f"the episode wrote {used / 1024**2:,.0f} MiB, over its disk limit of {self.config.disk_limit}; "
+                "every process was stopped and the episode ends",
+            )
+
+    def _tick(self) -> None:
+        self._check_disk()
+
+    def _check_after_step(self, duration_s: float) -> None:
+        if duration_s >= 0.2 or time.monotonic() - self._last_disk_check >= 1.0:
+            self._check_disk()
+
+    # -- faults --------------------------------------------------------------------------
+    def _died_error(self, cause: BaseException | None = None) -> ContainerDiedError | None:
+        """A ContainerDiedError when the container is not running any more, else None."""
+        box = self._box
+        if box is None or self._client is None:
+            return None
+        try:
+            attrs = self._client.api.inspect_container(box.id)
+        except docker.errors.NotFound:
+            seen = "was removed"
+        except _DOCKER_ERRORS:
+            return None
+        else:
+            state = attrs.get("State", {})
+            if state.get("Status") == "running":
+                return None
+            seen = (f"is {state.get('Status')} (exit code {state.get('ExitCode')}, "
+                    f"OOM-killed: {state.get('OOMKilled')})")
+        detail = f" ({cause})" if cause is not None else ""
+        return ContainerDiedError(
+            f"the sandbox container {box.name} {seen} while the episode was using it; "
+            f"expected it to be running{detail}. This is a harness fault, not the agent's: call "
+            "reset() to continue in a fresh container (if it was OOM-killed, raise memory=)."
+        )
 
     def _resolve_gpus(self, client: docker.DockerClient) -> tuple[list[docker.types.DeviceRequest], bool]:
         gpus = self.config.gpus
@@ -441,240 +694,14 @@ class DockerSandbox(WorkspaceSandbox):
         ids = [str(g) for g in gpus]
         return [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])], True
 
-    def _probe_container(self, host_uid: int) -> None:
-        """Learn the agent's uid and the GPUs the container got, in one exec as root."""
-        cfg = self.config
-        if host_uid == 0:
-            script = (
-                'set -e; id -u "$1"; id -g "$1"; '
-                'ls -d /dev/nvidia[0-9]* 2>/dev/null || true'
-            )
-            args = [cfg.agent_user]
-        else:
-            # Run the agent as this host user so that both sides can write the shared folders;
-            # it gets the agent's home.
-            script = (
-                'set -e; mkdir -p "$3"; chown "$1:$2" "$3"; echo "$1"; echo "$2"; '
-                'ls -d /dev/nvidia[0-9]* 2>/dev/null || true'
-            )
-            args = [str(host_uid), str(os.getegid()), AGENT_HOME]
-        code, out = self._exec_quiet(["sh", "-c", script, "sh", *args], user="root")
-        lines = out.decode("utf-8", "replace").split()
-        if code != 0 or len(lines) < 2 or not (lines[0].isdigit() and lines[1].isdigit()):
-            raise SandboxStartError(
-                f"the image {cfg.image!r} has no user {cfg.agent_user!r} (or no `sh`/`id`) "
-                f"(probe exited {code}: {out[-300:]!r}). Rebuild it with `mle-gym image build "
-                "--offline`, or set agent_user= to a user the image has."
-            )
-        uid, gid = int(lines[0]), int(lines[1])
-        self._gpus_got = [line.rsplit("nvidia", 1)[-1] for line in lines[2:] if line.startswith("/dev/nvidia")]
-        if uid == 0:
-            log.warning("the agent runs as root in container %s (agent_user=%r)", self._container_name, cfg.agent_user)
-        self._agent_spec = f"{uid}:{gid}"
-        self._agent_uid, self._agent_gid = uid, gid
-        if host_uid == 0:
-            for key in ("submission", "code", "logs"):
-                self._chown(self._roots[getattr(CONTAINER_PATHS, key)])
-            mode = self._data_dir.stat().st_mode
-            if uid != self._data_dir.stat().st_uid and (mode & 0o005) != 0o005:
-                log.warning(
-                    "the data folder %s is not readable by others (mode %o); the agent (uid %d) may not read it",
-                    self._data_dir, mode & 0o777, uid,
-                )
-
-    def _container_running(self) -> bool:
-        if self._container is None:
-            return False
-        try:
-            self._container.reload()
-        except docker.errors.NotFound:
-            return False
-        except _DOCKER_ERRORS as exc:
-            raise DockerUnavailableError(f"could not ask the Docker daemon about container {self._container_name}: {exc}") from exc
-        return self._container.status == "running"
-
-    def _died_error(self, cause: BaseException | None = None) -> ContainerDiedError | None:
-        """A ContainerDiedError when the container is not running any more, else None."""
-        if self._container is None:
-            return None
-        try:
-            self._container.reload()
-        except docker.errors.NotFound:
-            seen = "was removed"
-        except _DOCKER_ERRORS:
-            return None
-        else:
-            if self._container.status == "running":
-                return None
-            state = self._container.attrs.get("State", {})
-            seen = (f"is {self._container.status} (exit code {state.get('ExitCode')}, "
-                    f"OOM-killed: {state.get('OOMKilled')})")
-        detail = f" ({cause})" if cause is not None else ""
-        return ContainerDiedError(
-            f"the sandbox container {self._container_name} {seen} while the episode was using it; "
-            f"expected it to be running{detail}. This is a harness fault, not the agent's: call "
-            "reset() to continue in a fresh container (if it was OOM-killed, raise memory=)."
-        )
-
-    def _discard_container(self) -> None:
-        """Remove the container and the host folders; never raises."""
-        container, self._container = self._container, None
-        if container is not None:
-            try:
-                container.remove(force=True, v=True)
-            except docker.errors.NotFound:
-                pass
-            except docker.errors.APIError as exc:
-                if exc.status_code != 409:  # 409: Docker is already removing it (auto_remove)
-                    log.warning("could not remove container %s: %s (`mle-gym gc` will)", self._container_name, exc)
-            except _DOCKER_ERRORS as exc:
-                log.warning("could not remove container %s: %s (`mle-gym gc` will)", self._container_name, exc)
-        elif self._container_name is not None and self._client is not None:
-            # create() may have made it before failing to start it
-            try:
-                self._client.containers.get(self._container_name).remove(force=True, v=True)
-            except docker.errors.NotFound:
-                pass
-            except _DOCKER_ERRORS as exc:
-                log.warning("could not remove container %s: %s", self._container_name, exc)
-        self._forget_shell()
-        self._cut_lifeline()
-        if self._workspace is not None:
-            shutil.rmtree(self._workspace, ignore_errors=True)
-            self._workspace = None
-
-    def _cut_lifeline(self) -> None:
-        lifeline, self._lifeline = self._lifeline, None
-        if lifeline is not None:
-            raw = getattr(lifeline, "_sock", lifeline)
-            try:
-                raw.close()
-            except OSError as exc:
-                log.debug("closing the container's lifeline: %s", exc)
-
-    def _exec_quiet(self, argv: list[str], *, user: str) -> tuple[int, bytes]:
-        """Run a harness command in the container through the API (no pty, no shell state)."""
-        assert self._container is not None
-        result = self._container.exec_run(argv, user=user, workdir="/", demux=False)
-        return int(result.exit_code if result.exit_code is not None else -1), result.output or b""
-
-    def _scrub_container(self, *, wipe_scratch: bool = True) -> None:
-        """Kill every agent process (the shell too) and, for a new episode, empty the scratch folders."""
-        as_root = self._agent_uid in (0, None)
-        try:
-            if as_root and self._session is not None and self._session.shell_pid is not None:
-                # kill(-1) as root would take the container's main process down: walk the tree instead
-                self._exec_quiet(["python3", "-c", _killtree_source(), "all", str(self._session.shell_pid)], user="root")
-            code, out = self._exec_quiet(
-                ["python3", "-c", _SCRUB_SRC, "keep" if as_root else "kill", *(SCRATCH_DIRS if wipe_scratch else ())],
-                user=self._agent_spec or "root")
-        except docker.errors.NotFound:
-            raise self._died_error() or ContainerDiedError(f"container {self._container_name} vanished") from None
-        except _DOCKER_ERRORS as exc:
-            died = self._died_error(exc)
-            if died is not None:
-                raise died from exc
-            raise SandboxError(f"could not clean container {self._container_name} for a new episode: {exc}") from exc
-        if code != 0:
-            raise SandboxError(
-                f"cleaning container {self._container_name} for a new episode exited with {code}: "
-                f"{out[-500:]!r}; expected 0. Check that the image has python3."
-            )
-
-    # -- the shell ---------------------------------------------------------------------
-    def _make_session(self) -> ShellSession:
-        assert self._container is not None and self._docker_cli is not None
-        argv = [
-            self._docker_cli, "exec", "-it", "-u", self._agent_spec or self.config.agent_user,
-            "-w", CONTAINER_PATHS.code,
-            "-e", "PYTHONUNBUFFERED=1", "-e", f"HOME={AGENT_HOME}", "-e", "TERM=dumb",
-            "-e", "PAGER=cat", "-e", "GIT_PAGER=cat", "-e", "MPLBACKEND=Agg",
-            self._container.id, "bash", "--noprofile", "--norc", "--noediting", "-i",
-        ]
-        # The docker client's own environment (DOCKER_HOST, DOCKER_CONFIG); none of it
-        # reaches the container, which only gets the -e values above.
-        return _ContainerShell(
-            argv, kill_foreground=self._kill_foreground, hangup=self._hangup_shell, env=dict(os.environ),
-            start_timeout_s=self.config.start_timeout_s,
-        )
-
-    @contextlib.contextmanager
-    def _shell_faults(self) -> Iterator[None]:
-        """A shell that died because its container did is reported as ContainerDiedError."""
-        try:
-            yield
-        except ShellDiedError as exc:
-            died = self._died_error(exc)
-            if died is not None:
-                raise died from exc
-            raise
-
-    def _ensure_shell(self) -> None:
-        with self._shell_faults():
-            self._ensure_session()
-
-    def _kill_foreground(self, shell_pid: int) -> int:
-        started = time.monotonic()
-        try:
-            code, out = self._exec_quiet(
-                ["python3", "-c", _killtree_source(), "fg", str(shell_pid)], user="root")
-        except _DOCKER_ERRORS as exc:
-            log.warning("timeout kill in container %s failed: %s", self._container_name, exc)
-            return 0
-        text = out.decode("ascii", "replace").strip()
-        log.debug("timeout kill in %s: exit %s, %r signalled, %.3f s", self._container_name, code, text,
-                  time.monotonic() - started)
-        return int(text) if code == 0 and text.isdigit() else 0
-
-    def _hangup_shell(self, shell_pid: int) -> None:
-        """Hang up a shell inside the container; never raises (it runs from close())."""
-        if self._container is None:
-            return
-        try:
-            self._exec_quiet(["python3", "-c", _HANGUP_SRC, str(shell_pid)], user="root")
-        except _DOCKER_ERRORS as exc:
-            log.debug("hanging up shell %d in %s: %s", shell_pid, self._container_name, exc)
-
-    def _forget_shell(self) -> None:
-        """Drop the session without a hang-up: its shell is already dead (scrubbed or removed)."""
-        if self._session is not None:
-            self._session.shell_pid = None
-            self._session.close()
-            self._session = None
-
-    def _kill_all_agent_processes(self) -> None:
-        if self._container is not None:
-            self._scrub_container(wipe_scratch=False)
-
-    def exec(self, command: str, *, timeout_s: float, max_output_bytes: int) -> ExecResult:
-        self._ensure_started()
-        self._pristine = False
-        with self._shell_faults():
-            return super().exec(command, timeout_s=timeout_s, max_output_bytes=max_output_bytes)
-
-    # -- paths -------------------------------------------------------------------------
-    def resolve(self, path: str) -> str:
-        self._ensure_started()
-        return super().resolve(path)
-
-    def _host_path(self, path: str, *, follow_last: bool = True) -> tuple[Path, str]:
-        self._ensure_started()
-        return super()._host_path(path, follow_last=follow_last)
-
-    def _ensure_started(self) -> None:
-        """File operations, like commands, start the sandbox on first use; none after close()."""
-        self._check_open()
-        if self._container is None:
-            self.start()
-
     # -- reporting ---------------------------------------------------------------------
     @property
     def container_name(self) -> str | None:
-        return self._container_name if self._container is not None else None
+        return self._box.name if self._box is not None else None
 
     @property
     def container_id(self) -> str | None:
-        return self._container.id if self._container is not None else None
+        return self._box.id if self._box is not None else None
 
     def describe(self) -> dict[str, Any]:
         cfg = self.config
@@ -683,28 +710,21 @@ class DockerSandbox(WorkspaceSandbox):
             "isolation": "container",
             "image": cfg.image,
             "image_id": self._image_id,
+            "data_image": self._data_image,
             "container_id": self.container_id,
             "container_name": self.container_name,
             "agent_user": self._agent_spec,
             "cpus": cfg.cpus,
             "memory": cfg.memory,
+            "memory_bytes": cfg.memory_bytes(),
             "pids_limit": cfg.pids_limit,
             "shm_size": cfg.shm_size,
+            "disk_limit": cfg.disk_limit,
             "network": cfg.network,
             "gpus_requested": cfg.gpus,
             "gpus": list(self._gpus_got),
             "paths": self.paths.as_dict(),
         }
-
-
-_KILLTREE_SRC: str | None = None
-
-
-def _killtree_source() -> str:
-    global _KILLTREE_SRC
-    if _KILLTREE_SRC is None:
-        _KILLTREE_SRC = Path(killtree.__file__).read_text()
-    return _KILLTREE_SRC
 
 
 def list_containers(client: docker.DockerClient | None = None) -> list[Any]:
@@ -720,12 +740,11 @@ def list_containers(client: docker.DockerClient | None = None) -> list[Any]:
             client.close()
 
 
-def gc_containers(all_: bool = False, extra_roots: list[Path] | None = None) -> list[str]:
-    """Remove leftover mle-gym containers and host workspaces; return their names and paths.
+def gc_containers(all_: bool = False) -> list[str]:
+    """Remove leftover mle-gym containers; return their names.
 
-    By default only containers made on this host by a process that no longer runs, and the
-    workspaces (in the temp folder and `extra_roots`) of such processes; with `all_`, every
-    container with mle-gym's label and every workspace (also those of running episodes).
+    By default only containers made on this host by a process that no longer runs; with
+    `all_`, every container with mle-gym's label (also those of running episodes).
     """
     client = _connect()
     removed: list[str] = []
@@ -733,10 +752,9 @@ def gc_containers(all_: bool = False, extra_roots: list[Path] | None = None) -> 
     try:
         for container in list_containers(client):
             labels = container.labels or {}
-            same_host = labels.get(LABEL_HOST) == here
             if not all_:
                 pid_text = labels.get(LABEL_PID, "")
-                if not same_host or not pid_text.isdigit():
+                if labels.get(LABEL_HOST) != here or not pid_text.isdigit():
                     continue
                 if pid_alive(int(pid_text), labels.get(LABEL_PID_START)):
                     continue
@@ -748,14 +766,9 @@ def gc_containers(all_: bool = False, extra_roots: list[Path] | None = None) -> 
                 log.warning("could not remove %s: %s", container.name, exc)
                 continue
             removed.append(container.name)
-            workspace = labels.get(LABEL_WORKSPACE, "")
-            if same_host and workspace and Path(workspace).name.startswith(WORKSPACE_PREFIX):
-                shutil.rmtree(workspace, ignore_errors=True)
     finally:
         client.close()
-    for root in {Path(tempfile.gettempdir()), *(extra_roots or [])}:
-        removed += gc_workspaces(root, WORKSPACE_PREFIX, all_=all_)
     return removed
 
 
-__all__ = ["DockerSandbox", "DockerSandboxConfig", "gc_containers", "list_containers"]
+__all__ = ["DockerSandbox", "DockerSandboxConfig", "gc_containers", "list_containers", "parse_size"]

@@ -4,6 +4,8 @@ The agent's commands run as the current user with full access to the host. This 
 exists for laptops without Docker and for fast tests; anything that must keep answers or
 the host safe from the agent needs the Docker backend. The private answers are never
 inside the workspace, but a determined agent on this backend could still find them.
+Commands and file operations go through the same helper as in Docker (`agentd`), run here
+as a child process.
 """
 
 from __future__ import annotations
@@ -11,17 +13,19 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from mle_gym.sandbox import killtree
 from mle_gym.sandbox.base import SandboxPaths
+from mle_gym.sandbox.channel import BOOT
+from mle_gym.sandbox.inside import InsideSandbox
 from mle_gym.sandbox.owners import gc_workspaces, write_owner
-from mle_gym.sandbox.session import ShellSession
-from mle_gym.sandbox.workspace import WorkspaceSandbox
 
 log = logging.getLogger(__name__)
 
@@ -35,22 +39,27 @@ class LocalSandboxConfig(BaseModel):
 
     workspace_root: Path | None = None
     """Where per-episode workspaces are made (default: the system temp folder)."""
+    max_saved_output_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Cap on the full output of one command kept in the logs folder."""
 
 
-class LocalSandbox(WorkspaceSandbox):
-    """A pexpect bash in `<tmp>/mle-gym-XXXX/{data,submission,code,logs}`; `data` links to the public data."""
+class LocalSandbox(InsideSandbox):
+    """A bash in `<tmp>/mle-gym-local-XXXX/{data,submission,code,logs}`; `data` links to the public data."""
 
     def __init__(self, data_dir: Path, config: LocalSandboxConfig | None = None) -> None:
         super().__init__()
         self.config = config or LocalSandboxConfig()
+        self.max_saved_output_bytes = self.config.max_saved_output_bytes
         self._data_dir = Path(data_dir).resolve()
         self._workspace: Path | None = None
         self._closed = False
 
     def start(self) -> None:
-        if self._workspace is not None:
-            self._ensure_session()
-            return
+        if self._workspace is None:
+            self._make_workspace()
+        self._ensure_helper()
+
+    def _make_workspace(self) -> None:
         root = self.config.workspace_root
         if root is not None:
             root.mkdir(parents=True, exist_ok=True)
@@ -64,41 +73,37 @@ class LocalSandbox(WorkspaceSandbox):
             data=str(ws / "data"), submission=str(ws / "submission"),
             code=str(ws / "code"), logs=str(ws / "logs"),
         )
-        self._roots = {
-            self.paths.data: self._data_dir,
-            self.paths.submission: ws / "submission",
-            self.paths.code: ws / "code",
-            self.paths.logs: ws / "logs",
-        }
-        self._ensure_session()
 
     def reset(self) -> None:
-        self.start()
-        self._restart_shell_clean()
+        if self._workspace is None:
+            self._make_workspace()
+        self._kill_agent_processes()
+        self._drop_helper()
+        assert self._workspace is not None
+        for name in ("submission", "code", "logs"):
+            folder = self._workspace / name
+            shutil.rmtree(folder, ignore_errors=True)  # fd-based: links inside are not followed
+            if folder.is_symlink() or folder.exists():
+                folder.unlink()
+            folder.mkdir()
+        self.breach = None
+        self._ensure_helper()
 
-    def _restart_shell_clean(self) -> None:
-        if self._session is not None and self._session.shell_pid is not None:
-            self._kill_all_agent_processes()
-        if self._session is not None:
-            self._session.close()
-            self._session = None
-        self._wipe_writable()
-        self._ensure_session()
+    def _helper_argv(self) -> list[str]:
+        return [sys.executable, "-I", "-c", BOOT]
 
-    def _make_session(self) -> ShellSession:
-        env = {
-            key: value for key, value in os.environ.items()
-            if not key.startswith(("MLE_GYM_", "KAGGLE_"))
-        }
-        env.update({"PYTHONUNBUFFERED": "1", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"})
-        return ShellSession(
-            ["bash", "--noprofile", "--norc", "--noediting", "-i"],
-            kill_foreground=killtree.kill_foreground, env=env, cwd=self.paths.code,
-        )
+    def _helper_env(self) -> dict[str, str]:
+        return {key: value for key, value in os.environ.items() if not key.startswith(("MLE_GYM_", "KAGGLE_"))}
 
-    def _kill_all_agent_processes(self) -> None:
-        if self._session is not None and self._session.shell_pid is not None:
-            killtree.kill_all(self._session.shell_pid)
+    def _kill_agent_processes(self) -> None:
+        helper = self._helper
+        if helper is None:
+            return
+        if helper.shell_pid is not None:
+            killtree.kill_all(helper.shell_pid)
+            _kill(helper.shell_pid)
+        if helper.pid is not None:
+            _kill(helper.pid)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "local", "isolation": "none", "workspace": str(self._workspace), "gpus": []}
@@ -108,16 +113,19 @@ class LocalSandbox(WorkspaceSandbox):
             return
         self._closed = True
         try:
-            if self._session is not None:
-                if self._session.shell_pid is not None:
-                    self._kill_all_agent_processes()
-                self._session.close()
-                self._session = None
+            self._kill_agent_processes()
+            self._drop_helper()
         finally:
-            self._close_shell_log()
             if self._workspace is not None:
                 shutil.rmtree(self._workspace, ignore_errors=True)
                 self._workspace = None
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def gc_local_workspaces(root: Path | None = None, *, all_: bool = False) -> list[str]:

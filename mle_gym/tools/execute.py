@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import errno
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
@@ -24,8 +22,8 @@ from mle_gym.tools.schemas import (
 )
 
 MAX_TEXT_FILE_BYTES = 20 * 1024 * 1024
-SubmissionValidator = Callable[[Path | None], tuple[bool, str]]
-"""validate(host copy of the file, or None when missing) -> (valid, message)."""
+SubmissionValidator = Callable[[str], tuple[bool | None, str]]
+"""validate(agent path) -> (valid, message); valid is None when no file is there."""
 
 
 class ToolResult(BaseModel):
@@ -52,9 +50,12 @@ def _error_from_os(exc: OSError, path: str) -> ToolCallError:
     if isinstance(exc, NotADirectoryError):
         return ToolCallError("not_a_directory", f"{path}: is a file, or a parent of it is a file")
     if isinstance(exc, PermissionError) or exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return ToolCallError("read_only", f"{path}: cannot be written (the data folder is read-only); "
-                                          "write under the code or submission folder instead")
-    raise exc
+        return ToolCallError("read_only", f"{path}: permission denied (the data folder is read-only, or the "
+                                          "file's mode forbids it); write under the code or submission folder")
+    if exc.errno in (errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ):
+        return ToolCallError("invalid_arguments", f"{path}: the file system refuses this name ({exc.strerror})")
+    # Whatever else the file system said (a loop of links, a full disk...) is the agent's to see.
+    return ToolCallError("file_error", f"{path}: {exc.strerror or exc}")
 
 
 def _decode_text(data: bytes, path: str) -> str:
@@ -160,12 +161,9 @@ class ToolExecutor:
 
     def _validate_submission(self, args: ValidateSubmissionArgs, _time_left: float | None) -> ToolResult:
         path = self.sandbox.resolve(args.path or self.default_submission_path)
-        with tempfile.TemporaryDirectory(prefix="mle-gym-validate-") as tmp:
-            host = Path(tmp) / "submission.csv"
-            present = self.sandbox.fetch_file(path, host)
-            if not present:
-                raise ToolCallError("file_not_found", f"{path}: no such file; write your predictions there first")
-            valid, message = self._validate(host)
+        valid, message = self._validate(path)
+        if valid is None:
+            raise ToolCallError("file_not_found", message)
         verdict = "Submission is valid" if valid else "Submission is NOT valid"
         return ToolResult(tool="validate_submission", observation=f"{verdict}: {message}")
 

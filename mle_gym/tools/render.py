@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from mle_gym.sandbox.base import ExecResult
+from mle_gym.tools.parse import printable
 
 
 def cap_text(text: str, max_chars: int, *, saved_path: str | None = None, total: int | None = None) -> tuple[str, bool]:
-    """Keep the head and tail of `text` within `max_chars`, with a notice in the middle."""
+    """Keep the head and tail of `text` within `max_chars`, with a notice in the middle.
+
+    Lone surrogates (a file name that is not UTF-8, as os.listdir decodes it) are shown as
+    escapes such as `\\xff`: the observation must survive the agent's UTF-8 JSON clients.
+    """
+    text = printable(text, nul=False)
     if len(text) <= max_chars:
         return text, False
     half = max(max_chars // 2, 1)
@@ -19,7 +25,8 @@ def cap_text(text: str, max_chars: int, *, saved_path: str | None = None, total:
 def render_exec(result: ExecResult, *, timeout_s: float, max_chars: int, code_dir: str) -> str:
     """The observation of a bash call."""
     if result.truncated:
-        omitted = result.total_bytes - len(result.head.encode()) - len(result.tail.encode())
+        shown_bytes = len(result.head.encode("utf-8", "surrogatepass")) + len(result.tail.encode("utf-8", "surrogatepass"))
+        omitted = result.total_bytes - shown_bytes
         body = (
             result.head
             + f"\n\n[... output truncated: {result.total_bytes:,} bytes in all, {max(omitted, 0):,} bytes not shown; "
@@ -28,6 +35,7 @@ def render_exec(result: ExecResult, *, timeout_s: float, max_chars: int, code_di
         )
     else:
         body, _ = cap_text(result.head, max_chars)
+    body = printable(body, nul=False)  # backends decode with "replace"; this holds for any that may not
     lines = [body.rstrip("\n")] if body.strip() else ["(no output)"]
     if result.timed_out:
         lines.append(

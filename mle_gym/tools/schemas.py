@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 TOOL_ERROR_TYPES = (
-    "invalid_json",        # the action was text that is not JSON
-    "invalid_action",      # JSON or an object, but not shaped like a tool call
+    "invalid_json",        # the action was text that is not JSON (or past the parser's limits: depth, digits)
+    "invalid_action",      # JSON or an object, but not shaped like a tool call (or far too big or deep for one)
     "unknown_tool",        # no tool of that name
-    "invalid_arguments",   # missing, extra or ill-typed arguments
+    "invalid_arguments",   # missing, extra or ill-typed arguments; NUL, lone surrogates, over-long paths
     "path_outside_sandbox",
     "file_not_found",
     "is_a_directory",
@@ -29,44 +30,127 @@ ToolErrorType = Literal[
 ]
 
 
+# -- limits on argument values ---------------------------------------------------------------
+# Every string argument is checked here, at parse time, so that the sandbox never receives text
+# it cannot encode, a NUL it would cut the command at, or a file name the file system refuses
+# (an OSError deep in a backend instead of a tool error the agent can act on).
+MAX_NAME_BYTES = 255
+"""Linux's NAME_MAX: the longest file or folder name, in bytes."""
+MAX_PATH_BYTES = 4096
+"""Linux's PATH_MAX: the longest path, in bytes."""
+MAX_LINE_NUMBER = 2**63 - 1
+"""Larger line numbers are refused: Python cannot even print an int past 4,300 digits, and no
+file has that many lines."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(text: str) -> str | None:
+    """Where `text` holds a code point UTF-8 cannot encode (U+D800..U+DFFF), in words; else None."""
+    if text.isascii():
+        return None
+    found = _SURROGATE.search(text)
+    if found is None:
+        return None
+    return f"a lone surrogate \\u{ord(found.group()):04x} at character {found.start()}"
+
+
+def _as_text(value: Any) -> Any:
+    # Runs before pydantic's own str check, which would reject a lone surrogate with a vaguer
+    # message ("unable to parse raw data as a unicode string") on constrained fields and let it
+    # through on plain ones. Bytes are decoded here (pydantic's lax mode accepts them too) so the
+    # checks below see them; anything else is left for pydantic to refuse with its usual message.
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"the bytes are not valid UTF-8 (at byte {exc.start}); send text") from None
+    if isinstance(value, str):
+        problem = _lone_surrogate(value)
+        if problem is not None:
+            raise ValueError(f"the text holds {problem}, which is not valid Unicode and cannot be encoded as "
+                             "UTF-8; send the character itself or a complete surrogate pair")
+    return value
+
+
+def _check_command(value: Any) -> Any:
+    value = _as_text(value)
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError(f"the command holds a NUL byte at character {value.index(chr(0))}; bash cannot take "
+                         "NUL in a command line (produce binary data with printf '\\0' or Python instead)")
+    return value
+
+
+def _check_path(value: Any) -> Any:
+    value = _as_text(value) if isinstance(value, (bytes, bytearray)) else value
+    if not isinstance(value, str):
+        return value
+    if "\x00" in value:
+        raise ValueError(f"the path holds a NUL byte at character {value.index(chr(0))}; file names cannot contain NUL")
+    problem = _lone_surrogate(value)
+    if problem is not None:
+        raise ValueError(f"the path holds {problem}, which is not valid Unicode and cannot name a file; to reach "
+                         "a file whose name is not UTF-8, use bash (`ls -b` shows such names as escapes)")
+    size = len(value.encode("utf-8"))
+    if size > MAX_PATH_BYTES:
+        raise ValueError(f"the path is {size:,} bytes long in UTF-8; a path may have at most {MAX_PATH_BYTES:,}")
+    for part in value.split("/"):
+        part_size = len(part.encode("utf-8"))
+        if part_size > MAX_NAME_BYTES:
+            shown = part if len(part) <= 40 else f"{part[:24]}...{part[-12:]}"
+            raise ValueError(f"the path component {shown!r} is {part_size:,} bytes long in UTF-8; a file or "
+                             f"folder name may have at most {MAX_NAME_BYTES}")
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_as_text)]
+"""A string the sandbox can take: valid Unicode (no lone surrogates)."""
+Command = Annotated[str, BeforeValidator(_check_command)]
+"""A bash command line: valid Unicode without NUL bytes."""
+SandboxPath = Annotated[str, BeforeValidator(_check_path)]
+"""A path every file system takes: no NUL, valid Unicode, names <= 255 bytes, <= 4096 bytes in all."""
+LineNumber = Annotated[int, Field(ge=1, le=MAX_LINE_NUMBER)]
+
+
 class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class BashArgs(_Args):
-    command: str = Field(min_length=1, description="The bash command line to run.")
+    command: Command = Field(min_length=1, description="The bash command line to run.")
     timeout_s: float | None = Field(
-        default=None, gt=0, description="Seconds before the command is killed (default: the environment's)."
+        default=None, gt=0, allow_inf_nan=False,
+        description="Seconds before the command is killed (default: the environment's).",
     )
 
 
 class ReadFileArgs(_Args):
-    path: str = Field(description="File to read; relative paths start in the code folder.")
-    start_line: int | None = Field(default=None, ge=1, description="First line to show (1-based).")
-    end_line: int | None = Field(default=None, ge=1, description="Last line to show (inclusive).")
+    path: SandboxPath = Field(description="File to read; relative paths start in the code folder.")
+    start_line: LineNumber | None = Field(default=None, description="First line to show (1-based).")
+    end_line: LineNumber | None = Field(default=None, description="Last line to show (inclusive).")
 
 
 class WriteFileArgs(_Args):
-    path: str = Field(description="File to create or replace; parent folders are created.")
-    content: str = Field(description="The full new content of the file.")
+    path: SandboxPath = Field(description="File to create or replace; parent folders are created.")
+    content: Text = Field(description="The full new content of the file.")
 
 
 class EditFileArgs(_Args):
-    path: str = Field(description="File to edit.")
-    old: str = Field(min_length=1, description="Exact text to replace; it must occur exactly once.")
-    new: str = Field(description="Replacement text.")
+    path: SandboxPath = Field(description="File to edit.")
+    old: Text = Field(min_length=1, description="Exact text to replace; it must occur exactly once.")
+    new: Text = Field(description="Replacement text.")
 
 
 class ListDirArgs(_Args):
-    path: str = Field(default=".", description="Folder to list (default: the code folder).")
+    path: SandboxPath = Field(default=".", description="Folder to list (default: the code folder).")
 
 
 class ValidateSubmissionArgs(_Args):
-    path: str | None = Field(default=None, description="Submission file to check (default: the submission path).")
+    path: SandboxPath | None = Field(default=None, description="Submission file to check (default: the submission path).")
 
 
 class SubmitArgs(_Args):
-    path: str | None = Field(default=None, description="Submission file to grade (default: the submission path).")
+    path: SandboxPath | None = Field(default=None, description="Submission file to grade (default: the submission path).")
 
 
 TOOL_ARGS: dict[str, type[_Args]] = {

@@ -1,0 +1,318 @@
+"""Grading and validation in a child process with memory and time limits, so no submission can hurt the host.
+
+Parsing and scoring a submission runs code over data the agent wrote: 64 MB of unique strings
+costs about 700 MB once parsed, and a pathological CSV can keep the parser busy for a long time.
+`grade_isolated` and `validate_isolated` do that work in a child process whose address space is
+capped (RLIMIT_AS) and which the parent kills at a wall-clock deadline. A child that hits either
+limit, or dies from a signal, makes the submission invalid with a reason naming the limit; a
+GradingError in the child (missing answers, a grader bug) is raised again in the parent.
+
+Children come from multiprocessing's forkserver, which imports this module and the competition
+registry (pandas, scikit-learn) once, so a child starts in milliseconds instead of re-importing
+them. Plain `fork` is never used: the host process has threads, and forking one is unsafe.
+Results come back as JSON text, so the parent never unpickles what the child sends.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import logging
+import multiprocessing
+import os
+import resource
+import signal
+import traceback
+from multiprocessing import forkserver, popen_forkserver, spawn, util
+from multiprocessing.connection import Connection, wait
+from multiprocessing.context import ForkServerProcess, reduction, set_spawning_popen
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mle_gym.competitions import get_competition
+from mle_gym.errors import GradingError, InvalidSubmissionError
+from mle_gym.grading.report import GradeReport, invalid_report
+from mle_gym.grading.validation import read_submission_csv
+
+log = logging.getLogger(__name__)
+
+GIB = 1024**3
+MIB = 1024**2
+
+# Imported once by the forkserver, so children start with them loaded. The competitions' own
+# modules are loaded per child (they are small), but the libraries they import are preloaded.
+_PRELOAD = ["mle_gym.grading.isolated", "mle_gym.competitions", "sklearn.model_selection", "PIL.Image"]
+# pandas' C parser turns a failed allocation into this ParserError text (not a MemoryError).
+_PARSER_OUT_OF_MEMORY = "C error: out of memory"
+# Exit status of a child that ran out of memory even while reporting it.
+_EXIT_OUT_OF_MEMORY = 75
+# How long a child that has sent its result may take to exit before it is killed.
+_EXIT_GRACE_S = 5.0
+# A result is a report or a message: far below this unless a submission makes its message huge.
+_MAX_RESULT_BYTES = 64 * MIB
+
+
+class GradingLimits(BaseModel):
+    """Limits of the child process that parses, validates and scores one submission.
+
+    `memory_bytes` is address space the work may add on top of what the child starts with
+    (Python, pandas, numpy and scikit-learn already loaded, about 0.4 GB of mostly shared
+    mappings, more with many BLAS threads), so the limit means the same on every machine. The
+    default, 4 GiB, holds the largest real answers MLE-bench grades with room to spare
+    (text-normalization-challenge-english-language: about a million rows of strings, which
+    needs well under 1.5 GiB to parse, check and score; see the report for measurements),
+    while a host running several episodes at once keeps its memory.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_bytes: int = Field(
+        default=4 * GIB, gt=0, description="address space the grading may allocate beyond the child's start"
+    )
+    timeout_s: float = Field(
+        default=600.0, gt=0, description="wall-clock seconds for one grading or validation; the child is killed after"
+    )
+
+
+def grade_isolated(
+    competition_id: str, submission: Path | None, private: Path, *, sample_data: bool,
+    limits: GradingLimits | None = None,
+) -> GradeReport:
+    """`Competition.grade` in a child process under `limits`.
+
+    The same report as grading in this process, except that a submission whose grading runs
+    out of memory or time is invalid with a reason that names the limit.
+
+    Raises:
+        GradingError: the grader failed (missing answers, a bug), or the child could not run.
+        CompetitionNotFoundError: no competition has that id or alias.
+    """
+    limits = limits or GradingLimits()
+    comp = get_competition(competition_id)
+    request = {"task": "grade", "competition_id": comp.id, "submission": _absolute(submission),
+               "private": _absolute(private), "sample_data": sample_data}
+    result = _run_child(request, limits)
+    if result["kind"] == "report":
+        return GradeReport.model_validate(result["report"])
+    return invalid_report(comp.id, comp.leaderboard, sample_data=sample_data,
+                          reason=_limit_reason("grading", "parse and score", result, limits))
+
+
+def validate_isolated(
+    competition_id: str, submission: Path | None, private: Path, limits: GradingLimits | None = None,
+) -> tuple[bool, str]:
+    """Check a submission's format against the competition in a child process under `limits`.
+
+    Returns (False, "no submission file") for None, (False, the InvalidSubmissionError's
+    message) for an invalid file, (False, a reason naming the limit) when the check runs out
+    of memory or time, and (True, "N rows with columns [...] match the expected format").
+
+    Raises:
+        GradingError: the grader failed (missing answers, a bug), or the child could not run.
+        CompetitionNotFoundError: no competition has that id or alias.
+    """
+    if submission is None:
+        return False, "no submission file"
+    limits = limits or GradingLimits()
+    comp = get_competition(competition_id)
+    request = {"task": "validate", "competition_id": comp.id, "submission": _absolute(submission),
+               "private": _absolute(private)}
+    result = _run_child(request, limits)
+    if result["kind"] == "validation":
+        return bool(result["valid"]), str(result["message"])
+    return False, _limit_reason("validation", "parse and check", result, limits)
+
+
+def _absolute(path: Path | None) -> str | None:
+    # The child's working directory is set from ours, but an absolute path leaves no doubt.
+    return None if path is None else str(Path(path).absolute())
+
+
+def _format_bytes(n: int) -> str:
+    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / MIB:.0f} MiB"
+
+
+def _limit_reason(work: str, verbs: str, result: dict[str, Any], limits: GradingLimits) -> str:
+    if result["kind"] == "timeout":
+        return (f"{work} stopped: it took longer than {limits.timeout_s:g} s to {verbs} the submission "
+                "(limit timeout_s)")
+    died = f"; the {work} process died from {result['signal']}" if result.get("signal") else ""
+    return (f"{work} stopped: the submission needed more than {_format_bytes(limits.memory_bytes)} of memory "
+            f"to {verbs} (limit memory_bytes{died})")
+
+
+# -- parent side -----------------------------------------------------------------------------------
+class _GradingPopen(popen_forkserver.Popen):
+    """The stdlib forkserver launch, minus running the parent's main script again in the child.
+
+    multiprocessing re-imports the parent's `__main__` in every forkserver or spawn child, so a
+    script without an `if __name__ == "__main__":` guard (one that makes an env and steps it at
+    top level, say) would start over inside the grading process. The child needs nothing from
+    `__main__`: it only runs this module's code. The rest is `popen_forkserver.Popen._launch`.
+    """
+
+    def _launch(self, process_obj: Any) -> None:
+        prep_data = spawn.get_preparation_data(process_obj._name)
+        prep_data.pop("init_main_from_name", None)
+        prep_data.pop("init_main_from_path", None)
+        buf = io.BytesIO()
+        set_spawning_popen(self)
+        try:
+            reduction.dump(prep_data, buf)
+            reduction.dump(process_obj, buf)
+        finally:
+            set_spawning_popen(None)
+        self.sentinel, w = forkserver.connect_to_new_process(self._fds)
+        _parent_w = os.dup(w)
+        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
+        with open(w, "wb", closefd=True) as f:
+            f.write(buf.getbuffer())
+        self.pid = forkserver.read_signed(self.sentinel)
+
+
+class _GradingProcess(ForkServerProcess):
+    @staticmethod
+    def _Popen(process_obj: Any) -> _GradingPopen:  # noqa: N802 (the stdlib's name)
+        return _GradingPopen(process_obj)
+
+
+@functools.lru_cache(maxsize=1)
+def _context() -> multiprocessing.context.ForkServerContext:
+    context = multiprocessing.get_context("forkserver")
+    # Applies when this call starts the forkserver (the first child of this process); a
+    # forkserver someone else already started serves children without the preload, only slower.
+    context.set_forkserver_preload(_PRELOAD)
+    return context
+
+
+def _run_child(request: dict[str, Any], limits: GradingLimits) -> dict[str, Any]:
+    """Run `request` in a fresh child; its result, or {"kind": "memory" | "timeout", ...}."""
+    context = _context()
+    receiver, sender = context.Pipe(duplex=False)
+    process = _GradingProcess(target=_child_main, args=(sender, request, limits.memory_bytes), daemon=True,
+                              name=f"mle-gym-{request['task']}-{request['competition_id']}")
+    try:
+        try:
+            process.start()
+        except OSError as exc:
+            raise GradingError(
+                f"could not start the grading process of {request['competition_id']}: {exc}. "
+                "Check the host's process and memory limits."
+            ) from exc
+        sender.close()  # so that the child's exit reads as end of file here
+        if not wait([receiver, process.sentinel], timeout=limits.timeout_s):
+            log.warning("%s: the %s process ran past %g s; killing it", request["competition_id"],
+                        request["task"], limits.timeout_s)
+            return {"kind": "timeout"}
+        payload = _receive(receiver)
+        process.join(_EXIT_GRACE_S)
+    finally:
+        receiver.close()
+        sender.close()
+        if process.is_alive():
+            process.kill()
+        if process.pid is not None:
+            process.join()
+    exitcode = process.exitcode
+    process.close()
+    return _outcome(request, payload, exitcode)
+
+
+def _receive(receiver: Connection) -> bytes | None:
+    try:
+        return receiver.recv_bytes(_MAX_RESULT_BYTES)
+    except EOFError:  # the child ended without a result
+        return None
+    except OSError as exc:  # longer than _MAX_RESULT_BYTES
+        raise GradingError(f"the grading process sent a result over {_format_bytes(_MAX_RESULT_BYTES)}: {exc}") from exc
+
+
+def _outcome(request: dict[str, Any], payload: bytes | None, exitcode: int | None) -> dict[str, Any]:
+    cid, task = request["competition_id"], request["task"]
+    if payload is not None:
+        result = json.loads(payload)
+        if result["kind"] == "grading_error":
+            raise GradingError(result["message"])
+        return result
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name if -exitcode in signal.valid_signals() else f"signal {-exitcode}"
+        log.warning("%s: the %s process died from %s; counting it as out of memory", cid, task, name)
+        return {"kind": "memory", "signal": name}
+    if exitcode == _EXIT_OUT_OF_MEMORY:
+        return {"kind": "memory"}
+    raise GradingError(
+        f"the {task} process of {cid} exited with status {exitcode} without a result; its error output is "
+        "on this process's stderr. This is a grader fault; please report it with the submission file."
+    )
+
+
+# -- child side ------------------------------------------------------------------------------------
+def _address_space() -> int:
+    """This process's current address space in bytes (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _limit_memory(memory_bytes: int) -> None:
+    soft = _address_space() + memory_bytes
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _grade(request: dict[str, Any]) -> dict[str, Any]:
+    comp = get_competition(request["competition_id"])
+    submission = None if request["submission"] is None else Path(request["submission"])
+    report = comp.grade(submission, Path(request["private"]), sample_data=request["sample_data"])
+    if report.reason is not None and _PARSER_OUT_OF_MEMORY in report.reason:
+        return {"kind": "memory"}
+    return {"kind": "report", "report": report.model_dump()}
+
+
+def _validate(request: dict[str, Any]) -> dict[str, Any]:
+    comp = get_competition(request["competition_id"])
+    try:
+        submission = read_submission_csv(Path(request["submission"]))
+        answers = comp.load_answers(Path(request["private"]))
+        comp.validate(submission, answers)
+    except InvalidSubmissionError as exc:
+        if _PARSER_OUT_OF_MEMORY in str(exc):
+            return {"kind": "memory"}
+        return {"kind": "validation", "valid": False, "message": str(exc)}
+    message = f"{len(submission)} rows with columns {list(submission.columns)} match the expected format"
+    return {"kind": "validation", "valid": True, "message": message}
+
+
+_TASKS = {"grade": _grade, "validate": _validate}
+
+
+def _child_main(sender: Connection, request: dict[str, Any], memory_bytes: int) -> None:
+    _limit_memory(memory_bytes)
+    out_of_memory = False
+    try:
+        result = _TASKS[request["task"]](request)
+    except MemoryError:
+        # Set a flag only: leaving the except block frees the traceback and the frames holding
+        # the data that filled the memory, so the small reply below can be built.
+        out_of_memory = True
+    except GradingError as exc:
+        result = {"kind": "grading_error", "message": str(exc)}
+    except Exception as exc:  # a grader bug: not hidden, but raised in the parent as GradingError
+        result = {"kind": "grading_error", "message": (
+            f"the {request['task']} of {request['competition_id']} failed with {exc!r}. This is a grader bug; "
+            f"please report it with the submission file.\n{traceback.format_exc()}"
+        )}
+    if out_of_memory:
+        result = {"kind": "memory"}
+    try:
+        sender.send_bytes(json.dumps(result).encode())
+    except MemoryError:
+        os._exit(_EXIT_OUT_OF_MEMORY)
+    sender.close()

@@ -1,0 +1,736 @@
+"""The in-sandbox helper: runs the agent's shell and every file operation, as the agent, where it lives.
+
+Standard library only. The host starts it inside the sandbox (`docker exec -i` as the agent's
+user, or a local subprocess) and talks to it over its stdin and stdout with framed messages;
+the host never opens a path inside a folder the agent can write. Symbolic links therefore
+resolve inside the sandbox's own root and the kernel's permissions apply, and what comes back
+to the host is bytes, never a path to follow.
+
+Protocol: each message is a 4-byte big-endian length, a JSON header of that length, and then
+`header["n"]` bytes of payload. The host sends one request and reads one reply; replies carry
+`ok` and, on failure, `errno` (a name such as "ENOENT") and `message`.
+
+The shell is one interactive bash on a pty of the helper's own. A command line's output goes to
+a log file (descriptor 61, inherited) and never to the pty; the pty carries only the end
+marker, which holds a fresh random nonce per command: output a command writes to the terminal
+cannot forge it, because the command never sees the nonce (it is a literal later on the same
+line). The helper makes itself non-dumpable, so processes of the agent (same uid) can neither
+trace it nor open its descriptors through /proc.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import posixpath
+import pty
+import re
+import secrets
+import select
+import signal
+import stat
+import struct
+import sys
+import time
+
+if "killtree" in sys.modules:  # the boot loader sent it along with this file
+    killtree = sys.modules["killtree"]
+else:  # imported as part of mle_gym (tests)
+    from mle_gym.sandbox import killtree
+
+OUT_FD, NULL_FD = 61, 62
+SHELL_LOG_ROTATE_BYTES = 16 * 1024 * 1024
+MAX_INLINE_BYTES = 3000  # a pty line in canonical mode holds 4095 bytes; longer commands go via a file
+_HEADER = struct.Struct(">I")
+_MAX_HEADER = 1 << 24
+_FLOOD_POLL_S = 0.05
+
+
+def _quote(text: str) -> str:
+    """Any string as one bash $'...' word without a raw newline."""
+    out = ["$'"]
+    for ch in text:
+        code = ord(ch)
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == "'":
+            out.append("\\'")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif 0xD800 <= code <= 0xDFFF:  # a lone surrogate cannot reach bash as UTF-8
+            out.append("\ufffd")
+        else:
+            out.append(ch)
+    out.append("'")
+    return "".join(out)
+
+
+def _sh(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def _no_dump() -> None:
+    """Keep processes of the same uid from tracing this one or reading its memory and descriptors."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        pass
+
+
+class Failure(Exception):
+    """A request that failed for a reason the agent caused (a missing file, a bad path...)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _os_failure(exc: OSError, path: str) -> Failure:
+    name = errno.errorcode.get(exc.errno or 0, "EIO")
+    return Failure(name, f"{path}: {exc.strerror or name}")
+
+
+class Shell:
+    """The agent's persistent bash, on a pty of the helper's."""
+
+    _MARK = re.compile(rb"\x01([0-9a-f]{16}) (\d+) (-?\d+)\x02")
+
+    def __init__(self, code_dir: str, log_path: str, env: dict[str, str]) -> None:
+        self.code_dir = code_dir
+        self.log_path = log_path
+        self.env = env
+        self.pid = -1
+        self.master = -1
+        self.log_fd = -1
+        self.counter = 0
+        self.said = b""
+        self._buf = b""
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        folder = posixpath.dirname(self.log_path)
+        try:
+            os.makedirs(folder, exist_ok=True)
+            if os.path.islink(self.log_path) or (os.path.lexists(self.log_path) and not os.path.isfile(self.log_path)):
+                os.unlink(self.log_path)
+            log_fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+        except OSError:
+            # the agent made the logs folder unusable: an anonymous log works as well
+            log_fd = _anonymous_file()
+        null_fd = os.open(os.devnull, os.O_RDONLY)
+        pid, master = pty.fork()
+        if pid == 0:  # the child: becomes bash
+            try:
+                for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGQUIT):
+                    signal.signal(sig, signal.SIG_DFL)  # Python ignores some; bash's children must not
+                import termios
+
+                attrs = termios.tcgetattr(0)
+                attrs[3] &= ~(termios.ECHO | termios.ECHONL)
+                termios.tcsetattr(0, termios.TCSANOW, attrs)
+                os.dup2(log_fd, OUT_FD)
+                os.dup2(null_fd, NULL_FD)
+                os.chdir(self.code_dir)
+                os.execvpe("bash", ["bash", "--noprofile", "--norc", "--noediting", "-i"], self.env)
+            finally:
+                os._exit(127)
+        os.close(null_fd)
+        self.pid, self.master, self.log_fd = pid, master, log_fd
+        self.counter = 0
+        self._buf = b""
+        setup = "unset PROMPT_COMMAND; set +o history; HISTFILE=; PS1=; PS2=; PS4=+; :"
+        if self._line(setup, 30.0) is None:
+            self.close()
+            raise Failure("ESHELL", "the shell did not start (is bash installed in the sandbox?)")
+
+    def alive(self) -> bool:
+        if self.pid <= 0:
+            return False
+        try:
+            done, _status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        return done == 0
+
+    def close(self) -> None:
+        if self.pid > 0:
+            killtree.kill_all(self.pid)
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        for fd in (self.master, self.log_fd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.pid = self.master = self.log_fd = -1
+
+    def kill_everything(self) -> None:
+        if self.pid > 0:
+            killtree.kill_all(self.pid)
+
+    # -- the pty -----------------------------------------------------------------------
+    def _send(self, text: str) -> None:
+        data = text.encode("utf-8", "surrogateescape")
+        while data:
+            written = os.write(self.master, data)
+            data = data[written:]
+
+    def _line(self, body: str, timeout_s: float) -> int | None:
+        """Send one line that ends with a fresh marker; its exit status, or None."""
+        self.counter += 1
+        nonce = secrets.token_hex(8)
+        self._send(f"{body}; printf '\\n\\001%s %d %d\\002\\n' {nonce} {self.counter} $?\n")
+        return self._wait(nonce, self.counter, time.monotonic() + timeout_s)
+
+    def _wait(self, nonce: str, n: int, deadline: float, watch=None) -> int | None:
+        """Read the pty until marker (nonce, n) shows; None at the deadline or if bash ended."""
+        want = nonce.encode()
+        while True:
+            for match in self._MARK.finditer(self._buf):
+                if match.group(1) == want and int(match.group(2)) == n:
+                    self.said = self._buf[max(match.start() - 2000, 0) : match.start()]
+                    self._buf = self._buf[match.end() :]
+                    return int(match.group(3))
+            if len(self._buf) > 65536:
+                self._buf = self._buf[-4096:]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self.master], [], [], min(left, _FLOOD_POLL_S) if watch else left)
+            if watch is not None:
+                watch()
+            if not ready:
+                continue
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:  # EIO: bash (and every holder of the pty) is gone
+                chunk = b""
+            if not chunk:
+                return None
+            self._buf += chunk
+
+    # -- commands ----------------------------------------------------------------------
+    def run(self, command: str, timeout_s: float, watch=None) -> tuple[int | None, bool, str | None]:
+        """(exit code, timed out, restart reason) of one command; output goes to the log."""
+        quoted = _quote(command)
+        if len(quoted.encode("utf-8", "surrogateescape")) > MAX_INLINE_BYTES:
+            script = self._script_file(command)
+            body = f". {_sh(script)}; __mle_s=$?; rm -f {_sh(script)}; (exit $__mle_s)"
+        else:
+            body = f"eval {quoted}"
+        # One line: bash reads it whole before running any of it, so a command that reads the
+        # terminal never sees the nonce. An interrupt drops the rest of the line: see _resync.
+        line = f"{{ {body}; }} >&{OUT_FD} 2>&1 <&{NULL_FD}"
+        self.counter += 1
+        n, nonce = self.counter, secrets.token_hex(8)
+        self._send(f"{line}; printf '\\n\\001%s %d %d\\002\\n' {nonce} {n} $?\n")
+        code = self._wait(nonce, n, time.monotonic() + timeout_s, watch)
+        if code is not None:
+            if code == 1 and b"Bad file descriptor" in self.said:
+                # the agent closed the shell's descriptors, so the command never ran
+                if self._reopen() is not None:
+                    return self.run(command, timeout_s, watch)
+            return code, False, None
+        if not self.alive():
+            self._restart()
+            return None, False, "the shell exited (the command ended it, e.g. `exit` or `exec`)"
+        # Timed out: kill the foreground job's tree; if the marker does not come (a builtin
+        # loop, or the line moved on), interrupt the shell; resync; failing all, restart.
+        # A job killed by SIGINT makes interactive bash drop the rest of the line (the marker
+        # too), so a fresh line is how to learn that the shell is back.
+        interrupted = False
+        for _ in range(4):
+            if killtree.kill_foreground(self.pid):
+                if self._wait(nonce, n, time.monotonic() + 0.1) is not None or self._resync():
+                    break
+            os.write(self.master, b"\x03")
+            interrupted = True
+            if self._wait(nonce, n, time.monotonic() + 0.5) is not None or self._resync():
+                break
+        else:
+            self._restart()
+            return None, True, "the shell did not come back after the timeout kill"
+        if interrupted and not self._resync():
+            self._restart()
+            return None, True, "the shell did not answer after the timeout interrupt"
+        return None, True, None
+
+    def _reopen(self) -> int | None:
+        folder = posixpath.dirname(self.log_path)
+        return self._line(f"mkdir -p {_sh(folder)}; exec {OUT_FD}>>/proc/{os.getpid()}/fd/{self.log_fd} "
+                          f"{NULL_FD}</dev/null", 5.0)
+
+    def _resync(self) -> bool:
+        """An interrupt bash acts on while it parses the next line eats that line's start: spend it."""
+        for _ in range(5):
+            if self._line(":", 0.5) is not None:
+                return True
+            if not self.alive():
+                return False
+        return False
+
+    def _restart(self) -> None:
+        self.close()
+        self.start()
+
+    def _script_file(self, command: str) -> str:
+        folder = posixpath.dirname(self.log_path)
+        path = posixpath.join(folder, f"cmd-{self.counter + 1:05d}.sh")
+        _write_atomic(path, command.encode("utf-8", "surrogateescape"))
+        return path
+
+
+def _anonymous_file() -> int:
+    import tempfile
+
+    import fcntl
+
+    fd, name = tempfile.mkstemp(prefix="mle-shell-")
+    os.unlink(name)
+    fcntl.fcntl(fd, fcntl.F_SETFL, os.O_APPEND)  # the shell's writes must append (see rotation)
+    return fd
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    folder, name = posixpath.split(path)
+    tmp = posixpath.join(folder, f".{name}.mle-tmp")
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.rename(tmp, path)
+
+
+class Helper:
+    """Serves the host's requests, one at a time."""
+
+    def __init__(self, config: dict) -> None:
+        self.roots: list[str] = config["roots"]  # the four folders, data first
+        self.data_root: str = config["data"]
+        self.writable: list[str] = [r for r in self.roots if r != self.data_root]
+        self.outputs: str = config["outputs"]
+        env = {**os.environ, **(config.get("env") or {})}
+        env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+        self.shell = Shell(config["code"], posixpath.join(self.outputs, "shell.log"), env)
+        self.exec_count = 0
+
+    # -- paths -------------------------------------------------------------------------
+    def _under(self, path: str, roots: list[str]) -> bool:
+        return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+    def _real(self, path: str, *, follow_last: bool = True) -> str:
+        """The path with its links resolved here, refused if that leaves the sandbox folders."""
+        if follow_last:
+            real = os.path.realpath(path)
+        else:
+            real = posixpath.join(os.path.realpath(posixpath.dirname(path)), posixpath.basename(path))
+        if not self._under(real, self.roots):
+            raise Failure("EXDEV", f"{path}: a symbolic link leads out of the sandbox folders")
+        return real
+
+    # -- requests ----------------------------------------------------------------------
+    def op_hello(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
+        if not self.shell.alive():
+            self.shell.start()
+        return {"pid": os.getpid(), "shell_pid": self.shell.pid, "uid": os.getuid()}, b""
+
+    def op_exec(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
+        restarted = None
+        if not self.shell.alive():
+            self.shell.close()
+            self.shell.start()
+            restarted = "the previous shell had exited"
+        self.exec_count += 1
+        fd = self.shell.log_fd
+        keep = int(req["max_saved_bytes"])
+        cap = int(req["max_output_bytes"])
+        state = {"start": os.fstat(fd).st_size, "dropped": 0, "spill": None}
+
+        def watch() -> None:
+            # A flood (`yes`) must not fill the disk: past the saved-output cap, keep the
+            # first part in the saved file and empty the log (writers append: safe).
+            size = os.fstat(fd).st_size
+            if size - state["start"] > keep + cap:
+                if state["spill"] is None:
+                    state["spill"] = self._save(fd, state["start"], keep)
+                state["dropped"] += size - state["start"]
+                os.ftruncate(fd, 0)
+                state["start"] = 0
+
+        started = time.monotonic()
+        code, timed_out, reason = self.shell.run(req["command"], float(req["timeout_s"]), watch)
+        duration = time.monotonic() - started
+        if reason is not None:
+            restarted = reason
+        fd = self.shell.log_fd  # a restart opened a new log
+        if fd < 0:
+            return {"exit_code": None, "timed_out": timed_out, "restarted": restarted or "the shell is gone",
+                    "total": 0, "head": 0, "tail": 0, "saved": None, "duration_s": duration}, b""
+        end = os.fstat(fd).st_size
+        start = min(state["start"], end)
+        here = end - start
+        total = state["dropped"] + here
+        half = max(cap // 2, 1)
+        saved = state["spill"]
+        if total <= cap:
+            head, tail = os.pread(fd, here, start), b""
+        else:
+            if saved is None:
+                saved = self._save(fd, start, min(here, keep))
+                head = os.pread(fd, half, start)
+            else:
+                head = self._read_saved_head(saved, half)
+            tail = os.pread(fd, min(half, here), end - min(half, here))
+        if end > SHELL_LOG_ROTATE_BYTES:
+            os.ftruncate(fd, 0)
+        reply = {"exit_code": code, "timed_out": timed_out, "restarted": restarted, "total": total,
+                 "head": len(head), "tail": len(tail), "saved": saved, "duration_s": duration,
+                 "saved_capped": total > keep}
+        return reply, head + tail
+
+    def _save(self, fd: int, start: int, length: int) -> str | None:
+        """Copy `length` bytes of the log from `start` into a file of its own; its path."""
+        path = posixpath.join(self.outputs, f"cmd-{self.exec_count:05d}.txt")
+        try:
+            os.makedirs(self.outputs, exist_ok=True)
+            if os.path.lexists(path):
+                os.unlink(path)
+            out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except OSError:
+            return None
+        try:
+            offset, left = start, length
+            while left > 0:
+                chunk = os.pread(fd, min(left, 1 << 20), offset)
+                if not chunk:
+                    break
+                os.write(out, chunk)
+                offset += len(chunk)
+                left -= len(chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(out)
+        return path
+
+    @staticmethod
+    def _read_saved_head(path: str, length: int) -> bytes:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return b""
+        try:
+            return os.pread(fd, length, 0)
+        finally:
+            os.close(fd)
+
+    def op_read(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
+        path = req["path"]
+        real = self._real(path)
+        try:
+            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise _os_failure(exc, path) from None
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise Failure("EISDIR", f"{path}: is a folder, not a file")
+            if not stat.S_ISREG(info.st_mode):
+                raise Failure("EISDIR", f"{path}: not a regular file")
+            limit = req.get("max_bytes")
+            want = info.st_size if limit is None else min(info.st_size, int(limit))
+            data = _read_fd(fd, want)
+        finally:
+            os.close(fd)
+        return {"size": info.st_size}, data
+
+    def op_write(self, req: dict, data: bytes) -> tuple[dict, bytes]:
+        path = req["path"]
+        if self._under(path, [self.data_root]):
+            raise Failure("EROFS", f"{path}: the data folder is read-only")
+        parent = posixpath.dirname(path)
+        try:
+            real_parent = self._real(parent)
+        except Failure:
+            raise
+        if self._under(real_parent, [self.data_root]):
+            raise Failure("EROFS", f"{path}: the data folder is read-only")
+        target = posixpath.join(real_parent, posixpath.basename(path))
+        if os.path.islink(target):
+            resolved = self._real(target)
+            if self._under(resolved, [self.data_root]):
+                raise Failure("EROFS", f"{path}: the data folder is read-only")
+            target = resolved
+        try:
+            os.makedirs(posixpath.dirname(target), exist_ok=True)
+            if os.path.isdir(target):
+                raise Failure("EISDIR", f"{path}: is a folder, not a file")
+            _write_atomic(target, data)
+        except FileExistsError as exc:
+            raise Failure("ENOTDIR", f"{path}: a parent is a file, not a folder") from exc
+        except OSError as exc:
+            raise _os_failure(exc, path) from None
+        return {"size": len(data)}, b""
+
+    def op_list(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
+        path = req["path"]
+        real = self._real(path)
+        entries = []
+        try:
+            with os.scandir(real) as listing:
+                for entry in listing:
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    mode = info.st_mode
+                    kind = ("symlink" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode)
+                            else "file" if stat.S_ISREG(mode) else "other")
+                    name = os.fsencode(entry.name).decode("utf-8", "backslashreplace")
+                    entries.append([name, kind, info.st_size])
+        except OSError as exc:
+            raise _os_failure(exc, path) from None
+        entries.sort()
+        return {"entries": entries}, b""
+
+    def op_fetch(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
+        """A submission: a regular file under the writable folders, at most `max_bytes`, unchanged while read."""
+        path, cap = req["path"], int(req["max_bytes"])
+        if not os.path.lexists(path):
+            return {"found": False, "problem": None}, b""
+        real = os.path.realpath(path)
+        if not self._under(real, self.writable):
+            return {"found": True, "problem": "it is a symbolic link that leads out of the submission, code and "
+                    "logs folders"}, b""
+        try:
+            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError as exc:
+            return {"found": True, "problem": f"it cannot be opened ({exc.strerror})"}, b""
+        try:
+            before = os.fstat(fd)
+            kind = _kind(before.st_mode)
+            if kind != "regular file":
+                return {"found": True, "problem": f"it is {kind}, not a regular file"}, b""
+            if before.st_size > cap:
+                return {"found": True, "problem": f"it has {before.st_size:,} bytes, more than the "
+                        f"{cap:,} allowed (max_submission_bytes)"}, b""
+            data = _read_fd(fd, cap + 1)
+            after = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if len(data) > cap:
+            return {"found": True, "problem": f"it grew past the {cap:,} bytes allowed (max_submission_bytes) "
+                    "while it was read"}, b""
+        if (len(data) != after.st_size or after.st_size != before.st_size
+                or after.st_mtime_ns != before.st_mtime_ns):
+            return {"found": True, "problem": "it changed while it was being read (is something still writing "
+                    "it?)"}, b""
+        return {"found": True, "problem": None, "size": len(data)}, data
+
+    def op_hidden_bytes(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
+        """Bytes held by deleted files that the agent's processes keep open (invisible to a folder walk)."""
+        return {"bytes": _deleted_open_bytes(os.getuid())}, b""
+
+    def op_kill_all(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
+        self.shell.kill_everything()
+        return {}, b""
+
+class Warden:
+    """Runs as root in a container, beside the helper: measures what the agent wrote, ends its processes.
+
+    The agent cannot signal, trace or stop it (it is not root). Sizes come from lstat alone: no
+    link is followed and no file is opened, and the walk stays on the container's own file system.
+    """
+
+    def __init__(self, config: dict) -> None:
+        self.roots: list[str] = config["writable"]
+        self.uid = int(config["uid"])
+
+    def op_hello(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
+        return {"pid": os.getpid(), "shell_pid": 0, "uid": os.getuid()}, b""
+
+    def op_usage(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
+        """Bytes the agent's files take under the writable places, and in deleted files it holds open."""
+        total, seen = 0, set()
+        for root in self.roots:
+            try:
+                top = os.lstat(root)
+            except OSError:
+                continue
+            stack = [root]
+            if not stat.S_ISDIR(top.st_mode):
+                stack = []
+                total += top.st_blocks * 512
+            while stack:
+                folder = stack.pop()
+                try:
+                    listing = os.scandir(folder)
+                except OSError:
+                    continue
+                with listing:
+                    for entry in listing:
+                        try:
+                            info = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if info.st_dev != top.st_dev or (info.st_dev, info.st_ino) in seen:
+                            continue
+                        if info.st_nlink > 1:
+                            seen.add((info.st_dev, info.st_ino))
+                        total += info.st_blocks * 512
+                        if stat.S_ISDIR(info.st_mode):
+                            stack.append(entry.path)
+        return {"bytes": total + _deleted_open_bytes(self.uid)}, b""
+
+    def op_kill(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
+        """SIGKILL every process of the agent's uid, until none is left."""
+        me, killed = os.getpid(), 0
+        for _ in range(50):
+            found = 0
+            for name in os.listdir("/proc"):
+                if not name.isdigit() or int(name) == me:
+                    continue
+                try:
+                    if os.stat(f"/proc/{name}").st_uid != self.uid:
+                        continue
+                    os.kill(int(name), signal.SIGKILL)
+                    found += 1
+                except OSError:
+                    continue
+            killed += found
+            if not found:
+                break
+            time.sleep(0.01)
+        return {"killed": killed}, b""
+
+
+def _deleted_open_bytes(uid: int | None) -> int:
+    """Bytes of deleted files that processes (of `uid`, or any) hold open: a folder walk misses them."""
+    total, seen = 0, set()
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            if uid is not None and os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+            fds = os.listdir(f"/proc/{name}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                info = os.stat(f"/proc/{name}/fd/{fd}")
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_blocks * 512
+    return total
+
+
+def serve(handler: object, inp, out) -> None:
+    """Answer framed requests with `handler.op_<name>(request, payload)` until the input ends."""
+    while True:
+        raw = _read_exact(inp, _HEADER.size)
+        if raw is None:
+            return
+        (length,) = _HEADER.unpack(raw)
+        if length > _MAX_HEADER:
+            return
+        header_raw = _read_exact(inp, length)
+        if header_raw is None:
+            return
+        req = json.loads(header_raw)
+        data = _read_exact(inp, int(req.get("n", 0))) or b""
+        method = getattr(handler, "op_" + str(req.get("op")), None)
+        try:
+            if method is None:
+                raise Failure("EINVAL", f"unknown request {req.get('op')!r}")
+            reply, payload = method(req, data)
+            reply["ok"] = True
+        except Failure as exc:
+            reply, payload = {"ok": False, "errno": exc.code, "message": str(exc)}, b""
+        except OSError as exc:
+            failure = _os_failure(exc, str(req.get("path", "")))
+            reply, payload = {"ok": False, "errno": failure.code, "message": str(failure)}, b""
+        reply["n"] = len(payload)
+        body = json.dumps(reply).encode()
+        out.write(_HEADER.pack(len(body)) + body)
+        if payload:
+            out.write(payload)
+        out.flush()
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "regular file"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
+
+
+def _read_fd(fd: int, limit: int) -> bytes:
+    parts, left = [], limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def _read_exact(stream, n: int) -> bytes | None:
+    if n == 0:
+        return b""
+    data = stream.read(n)
+    if data is None or len(data) < n:
+        return None
+    return data
+
+
+def main() -> None:
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write to the protocol stream
+    _no_dump()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the shell is not for us
+    raw = _read_exact(inp, _HEADER.size)
+    if raw is None:
+        return
+    config = json.loads(_read_exact(inp, _HEADER.unpack(raw)[0]) or b"{}")
+    if config.get("role") == "warden":
+        serve(Warden(config), inp, out)
+        return
+    helper = Helper(config)
+    try:
+        serve(helper, inp, out)
+    finally:
+        helper.shell.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""The host's end of the in-sandbox helper (`agentd`): framed requests over its stdin and stdout.
+
+The helper's source (and that of `killtree`, which it uses) travels over the same pipe when it
+starts, so an image needs nothing of mle-gym's and can never run an older helper than the host.
+Every read has a deadline: a helper the agent stopped or killed shows up as `HelperGoneError`,
+never as a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import struct
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from mle_gym.errors import SandboxError
+from mle_gym.sandbox import agentd, killtree
+
+_HEADER = struct.Struct(">I")
+_MAX_HEADER = 1 << 24
+
+# Read by `python3 -c` inside the sandbox: the two sources, then the helper runs as __main__.
+BOOT = (
+    "import struct,sys,types\n"
+    "r=sys.stdin.buffer\n"
+    "def part():\n"
+    "    return r.read(struct.unpack('>I',r.read(4))[0])\n"
+    "k=types.ModuleType('killtree')\n"
+    "exec(compile(part(),'killtree.py','exec'),k.__dict__)\n"
+    "sys.modules['killtree']=k\n"
+    "exec(compile(part(),'agentd.py','exec'),{'__name__':'__main__'})\n"
+)
+
+_SOURCES: bytes | None = None
+
+
+def _sources() -> bytes:
+    global _SOURCES
+    if _SOURCES is None:
+        parts = [Path(killtree.__file__).read_bytes(), Path(agentd.__file__).read_bytes()]
+        _SOURCES = b"".join(_HEADER.pack(len(p)) + p for p in parts)
+    return _SOURCES
+
+
+class HelperGoneError(SandboxError):
+    """The in-sandbox helper ended, or stopped answering within its deadline."""
+
+
+class HelperFailure(Exception):
+    """A request the helper refused for a reason of the agent's (errno name and message)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class HelperChannel:
+    """One helper process, started with `argv` (which ends in `python3 -c BOOT`)."""
+
+    def __init__(self, argv: Sequence[str], config: dict[str, Any], *, env: dict[str, str] | None = None,
+                 start_timeout_s: float = 60.0) -> None:
+        self._argv = list(argv)
+        self._config = config
+        self._env = env
+        self._start_timeout_s = start_timeout_s
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._rbuf = bytearray()
+        self.pid: int | None = None  # the helper's pid where it runs
+        self.shell_pid: int | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        try:
+            self._proc = subprocess.Popen(
+                self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=self._env, bufsize=0, start_new_session=True,
+            )
+        except OSError as exc:
+            raise HelperGoneError(f"could not start the sandbox helper with {self._argv[:4]!r}: {exc}") from exc
+        assert self._proc.stdout is not None and self._proc.stdin is not None
+        os.set_blocking(self._proc.stdout.fileno(), False)
+        config = json.dumps(self._config).encode()
+        try:
+            self._write(_sources() + _HEADER.pack(len(config)) + config, time.monotonic() + self._start_timeout_s)
+            reply, _ = self.request({"op": "hello"}, timeout_s=self._start_timeout_s)
+        except HelperGoneError as exc:
+            detail = self._stderr_tail()
+            self.close()
+            raise HelperGoneError(f"{exc}{'; it said: ' + detail if detail else ''}") from exc
+        self.pid, self.shell_pid = int(reply["pid"]), int(reply["shell_pid"])
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def _stderr_tail(self) -> str:
+        proc = self._proc
+        if proc is None or proc.stderr is None:
+            return ""
+        try:
+            if proc.poll() is None:
+                return ""
+            return proc.stderr.read()[-600:].decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+
+    # -- requests ----------------------------------------------------------------------
+    def request(self, header: dict[str, Any], payload: bytes = b"", *, timeout_s: float,
+                sink: IO[bytes] | None = None, tick: Callable[[], None] | None = None,
+                tick_every_s: float = 1.0) -> tuple[dict[str, Any], bytes]:
+        """Send one request and return (reply header, payload); the payload goes to `sink` if given.
+
+        Raises HelperFailure for a refused request, HelperGoneError when the helper ended or
+        passed the deadline. `tick` runs about every `tick_every_s` while the reply is awaited
+        (it may raise to give up waiting).
+        """
+        if self._proc is None:
+            raise HelperGoneError("the sandbox helper is not running")
+        deadline = time.monotonic() + timeout_s
+        body = json.dumps({**header, "n": len(payload)}).encode()
+        self._write(_HEADER.pack(len(body)) + body + payload, deadline)
+        (length,) = _HEADER.unpack(self._read(_HEADER.size, deadline, tick, tick_every_s))
+        if length > _MAX_HEADER:
+            raise HelperGoneError(f"the sandbox helper sent a {length}-byte header; expected a small JSON header")
+        reply = json.loads(bytes(self._read(length, deadline, tick, tick_every_s)))
+        size = int(reply.get("n", 0))
+        if sink is not None:
+            left = size
+            while left > 0:
+                chunk = self._read(min(left, 1 << 20), deadline, tick, tick_every_s)
+                sink.write(chunk)
+                left -= len(chunk)
+            data = b""
+        else:
+            data = bytes(self._read(size, deadline, tick, tick_every_s)) if size else b""
+        if not reply.get("ok"):
+            raise HelperFailure(str(reply.get("errno", "EIO")), str(reply.get("message", "failed")))
+        return reply, data
+
+    def _write(self, data: bytes, deadline: float) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        fd = self._proc.stdin.fileno()
+        view = memoryview(data)
+        os.set_blocking(fd, False)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise HelperGoneError("the sandbox helper stopped reading its requests")
+            _, ready, _ = select.select([], [fd], [], left)
+            if not ready:
+                continue
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                continue
+            except (BrokenPipeError, OSError) as exc:
+                raise HelperGoneError(f"the sandbox helper ended ({exc})") from exc
+
+    def _read(self, n: int, deadline: float, tick: Callable[[], None] | None, tick_every_s: float) -> bytearray:
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        buf = self._rbuf
+        while len(buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise HelperGoneError("the sandbox helper did not answer in time")
+            ready, _, _ = select.select([fd], [], [], min(left, tick_every_s) if tick else left)
+            if not ready:
+                if tick is not None:
+                    tick()
+                continue
+            try:
+                chunk = os.read(fd, max(n - len(buf), 1 << 16))
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise HelperGoneError(f"the sandbox helper ended ({exc})") from exc
+            if not chunk:
+                raise HelperGoneError("the sandbox helper ended")
+            buf += chunk
+        out = buf[:n]
+        del buf[:n]
+        return out
