@@ -45,26 +45,30 @@ MIB = 1024**2
 # Imported once by the forkserver, so children start with them loaded. The competitions' own
 # modules are loaded per child (they are small), but the libraries they import are preloaded.
 _PRELOAD = ["mle_gym.grading.isolated", "mle_gym.competitions", "sklearn.model_selection", "PIL.Image"]
-# pandas' C parser turns a failed allocation into this ParserError text (not a MemoryError).
-_PARSER_OUT_OF_MEMORY = "C error: out of memory"
+# pandas' C parser turns a failed allocation into a ParserError with one of these texts, not a
+# MemoryError (the second when the MemoryError is raised by the file read it calls back).
+_PARSER_OUT_OF_MEMORY = ("C error: out of memory", "C error: Calling read(nbytes) on source failed")
 # Exit status of a child that ran out of memory even while reporting it.
 _EXIT_OUT_OF_MEMORY = 75
 # How long a child that has sent its result may take to exit before it is killed.
 _EXIT_GRACE_S = 5.0
-# A result is a report or a message: far below this unless a submission makes its message huge.
-_MAX_RESULT_BYTES = 64 * MIB
+# A message about a submission can quote it (a header of a million columns, say): longer ones are
+# cut to this many characters, so a result always fits the parent's cap on what it reads.
+_MAX_MESSAGE_CHARS = 100_000
+_MAX_RESULT_BYTES = 16 * MIB
 
 
 class GradingLimits(BaseModel):
     """Limits of the child process that parses, validates and scores one submission.
 
     `memory_bytes` is address space the work may add on top of what the child starts with
-    (Python, pandas, numpy and scikit-learn already loaded, about 0.4 GB of mostly shared
-    mappings, more with many BLAS threads), so the limit means the same on every machine. The
-    default, 4 GiB, holds the largest real answers MLE-bench grades with room to spare
-    (text-normalization-challenge-english-language: about a million rows of strings, which
-    needs well under 1.5 GiB to parse, check and score; see the report for measurements),
-    while a host running several episodes at once keeps its memory.
+    (Python, pandas, numpy and scikit-learn already loaded: about 0.4 GB of mostly shared
+    mappings, more on machines with many BLAS threads), so the limit means the same on every
+    machine. The default, 4 GiB, grades the largest answers MLE-bench has with room to spare:
+    denoising-dirty-documents' 5.3 million pixel rows with string ids need between 1.0 and
+    1.5 GiB to parse, check and score, text normalization's million rows of strings between
+    0.25 and 0.5 GiB. A submission that needs more is far beyond what the answers need, and
+    a host running a few episodes at once still keeps its memory.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -126,13 +130,23 @@ def validate_isolated(
     return False, _limit_reason("validation", "parse and check", result, limits)
 
 
+def warm_up() -> None:
+    """Start the forkserver now (a few seconds: it imports pandas and scikit-learn), not at the first grading."""
+    _context()
+    forkserver.ensure_running()
+
+
 def _absolute(path: Path | None) -> str | None:
     # The child's working directory is set from ours, but an absolute path leaves no doubt.
     return None if path is None else str(Path(path).absolute())
 
 
 def _format_bytes(n: int) -> str:
-    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / MIB:.0f} MiB"
+    if n >= GIB:
+        return f"{n / GIB:.1f} GiB"
+    if n >= MIB:
+        return f"{n / MIB:.0f} MiB"
+    return f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} bytes"
 
 
 def _limit_reason(work: str, verbs: str, result: dict[str, Any], limits: GradingLimits) -> str:
@@ -267,13 +281,35 @@ def _limit_memory(memory_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+def _bounded(text: str) -> str:
+    if len(text) <= _MAX_MESSAGE_CHARS:
+        return text
+    return f"{text[:_MAX_MESSAGE_CHARS]}... ({len(text) - _MAX_MESSAGE_CHARS} more characters)"
+
+
+def _names_memory_failure(text: str) -> bool:
+    return any(marker in text for marker in _PARSER_OUT_OF_MEMORY)
+
+
+def _caused_by_memory(exc: BaseException) -> bool:
+    """Whether a failed allocation is behind `exc`, directly or as one of its causes."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, MemoryError) or _names_memory_failure(str(seen)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _grade(request: dict[str, Any]) -> dict[str, Any]:
     comp = get_competition(request["competition_id"])
     submission = None if request["submission"] is None else Path(request["submission"])
     report = comp.grade(submission, Path(request["private"]), sample_data=request["sample_data"])
-    if report.reason is not None and _PARSER_OUT_OF_MEMORY in report.reason:
+    if report.reason is None:
+        return {"kind": "report", "report": report.model_dump()}
+    if _names_memory_failure(report.reason):
         return {"kind": "memory"}
-    return {"kind": "report", "report": report.model_dump()}
+    return {"kind": "report", "report": report.model_copy(update={"reason": _bounded(report.reason)}).model_dump()}
 
 
 def _validate(request: dict[str, Any]) -> dict[str, Any]:
@@ -283,9 +319,9 @@ def _validate(request: dict[str, Any]) -> dict[str, Any]:
         answers = comp.load_answers(Path(request["private"]))
         comp.validate(submission, answers)
     except InvalidSubmissionError as exc:
-        if _PARSER_OUT_OF_MEMORY in str(exc):
+        if _caused_by_memory(exc):
             return {"kind": "memory"}
-        return {"kind": "validation", "valid": False, "message": str(exc)}
+        return {"kind": "validation", "valid": False, "message": _bounded(str(exc))}
     message = f"{len(submission)} rows with columns {list(submission.columns)} match the expected format"
     return {"kind": "validation", "valid": True, "message": message}
 
@@ -295,24 +331,25 @@ _TASKS = {"grade": _grade, "validate": _validate}
 
 def _child_main(sender: Connection, request: dict[str, Any], memory_bytes: int) -> None:
     _limit_memory(memory_bytes)
-    out_of_memory = False
+    result: dict[str, Any] = {"kind": "memory"}
     try:
         result = _TASKS[request["task"]](request)
     except MemoryError:
-        # Set a flag only: leaving the except block frees the traceback and the frames holding
+        # Nothing else here: leaving the except block frees the traceback and the frames holding
         # the data that filled the memory, so the small reply below can be built.
-        out_of_memory = True
-    except GradingError as exc:
-        result = {"kind": "grading_error", "message": str(exc)}
-    except Exception as exc:  # a grader bug: not hidden, but raised in the parent as GradingError
-        result = {"kind": "grading_error", "message": (
-            f"the {request['task']} of {request['competition_id']} failed with {exc!r}. This is a grader bug; "
-            f"please report it with the submission file.\n{traceback.format_exc()}"
-        )}
-    if out_of_memory:
-        result = {"kind": "memory"}
+        pass
+    except Exception as exc:  # noqa: BLE001 (not hidden: a bug is raised in the parent as GradingError)
+        if not _caused_by_memory(exc):
+            result = {"kind": "grading_error", "message": _error_message(exc, request)}
     try:
         sender.send_bytes(json.dumps(result).encode())
     except MemoryError:
         os._exit(_EXIT_OUT_OF_MEMORY)
     sender.close()
+
+
+def _error_message(exc: Exception, request: dict[str, Any]) -> str:
+    if isinstance(exc, GradingError):
+        return _bounded(str(exc))
+    return _bounded(f"the {request['task']} of {request['competition_id']} failed with {exc!r}. This is a grader "
+                    f"bug; please report it with the submission file.\n{traceback.format_exc()}")

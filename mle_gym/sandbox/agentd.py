@@ -267,9 +267,18 @@ class Shell:
         return None, True, None
 
     def _reopen(self) -> int | None:
+        """The agent closed the shell's descriptors: the shell opens the log again, and so do we."""
         folder = posixpath.dirname(self.log_path)
-        return self._line(f"mkdir -p {_sh(folder)}; exec {OUT_FD}>>/proc/{os.getpid()}/fd/{self.log_fd} "
-                          f"{NULL_FD}</dev/null", 5.0)
+        code = self._line(f"mkdir -p {_sh(folder)}; exec {OUT_FD}>>{_sh(self.log_path)} {NULL_FD}</dev/null", 5.0)
+        if code != 0:
+            return None
+        try:  # the very file the shell now writes, whatever the agent did to the path since
+            fd = os.open(f"/proc/{self.pid}/fd/{OUT_FD}", os.O_RDWR)
+        except OSError:
+            return None
+        os.close(self.log_fd)
+        self.log_fd = fd
+        return code
 
     def _resync(self) -> bool:
         """An interrupt bash acts on while it parses the next line eats that line's start: spend it."""
@@ -289,6 +298,23 @@ class Shell:
         path = posixpath.join(folder, f"cmd-{self.counter + 1:05d}.sh")
         _write_atomic(path, command.encode("utf-8", "surrogateescape"))
         return path
+
+
+_LIBC = None
+
+
+def _punch(fd: int, length: int) -> bool:
+    """Free the first `length` bytes' blocks of a file, keeping its size; False where unsupported."""
+    global _LIBC
+    try:
+        import ctypes
+
+        if _LIBC is None:
+            _LIBC = ctypes.CDLL(None, use_errno=True)
+        mode = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+        return _LIBC.fallocate(fd, mode, ctypes.c_longlong(0), ctypes.c_longlong(length)) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def _anonymous_file() -> int:
@@ -323,8 +349,10 @@ class Helper:
     """Serves the host's requests, one at a time."""
 
     def __init__(self, config: dict) -> None:
-        self.roots: list[str] = config["roots"]  # the four folders, data first
-        self.data_root: str = config["data"]
+        # The four folders as they really are here (a root may itself be a link, as in the
+        # local backend's data folder): resolved paths are checked against these.
+        self.roots: list[str] = [os.path.realpath(r) for r in config["roots"]]
+        self.data_root: str = os.path.realpath(config["data"])
         self.writable: list[str] = [r for r in self.roots if r != self.data_root]
         self.outputs: str = config["outputs"]
         env = {**os.environ, **(config.get("env") or {})}
@@ -359,18 +387,23 @@ class Helper:
             self.shell.start()
             restarted = "the previous shell had exited"
         self.exec_count += 1
-        fd = self.shell.log_fd
         keep = int(req["max_saved_bytes"])
         cap = int(req["max_output_bytes"])
-        state = {"start": os.fstat(fd).st_size, "dropped": 0, "spill": None}
+        first = os.fstat(self.shell.log_fd)
+        state = {"start": first.st_size, "dropped": 0, "spill": None}
 
         def watch() -> None:
             # A flood (`yes`) must not fill the disk: past the saved-output cap, keep the
             # first part in the saved file and empty the log (writers append: safe).
+            fd = self.shell.log_fd
             size = os.fstat(fd).st_size
             if size - state["start"] > keep + cap:
                 if state["spill"] is None:
                     state["spill"] = self._save(fd, state["start"], keep)
+                # Free the blocks but the last `cap` (the tail may be all there is still to
+                # come); offsets stay, so the count stays exact.
+                if _punch(fd, size - cap):
+                    return
                 state["dropped"] += size - state["start"]
                 os.ftruncate(fd, 0)
                 state["start"] = 0
@@ -380,7 +413,11 @@ class Helper:
         duration = time.monotonic() - started
         if reason is not None:
             restarted = reason
-        fd = self.shell.log_fd  # a restart opened a new log
+        fd = self.shell.log_fd  # a restart (or a reopen) may have changed the log
+        if fd >= 0:
+            now = os.fstat(fd)
+            if (now.st_dev, now.st_ino) != (first.st_dev, first.st_ino):
+                state["start"] = 0
         if fd < 0:
             return {"exit_code": None, "timed_out": timed_out, "restarted": restarted or "the shell is gone",
                     "total": 0, "head": 0, "tail": 0, "saved": None, "duration_s": duration}, b""
@@ -464,13 +501,7 @@ class Helper:
 
     def op_write(self, req: dict, data: bytes) -> tuple[dict, bytes]:
         path = req["path"]
-        if self._under(path, [self.data_root]):
-            raise Failure("EROFS", f"{path}: the data folder is read-only")
-        parent = posixpath.dirname(path)
-        try:
-            real_parent = self._real(parent)
-        except Failure:
-            raise
+        real_parent = self._real(posixpath.dirname(path))
         if self._under(real_parent, [self.data_root]):
             raise Failure("EROFS", f"{path}: the data folder is read-only")
         target = posixpath.join(real_parent, posixpath.basename(path))

@@ -650,18 +650,24 @@ class DockerSandbox(InsideSandbox):
         box = self._box
         if box is None or self._client is None:
             return None
-        try:
-            attrs = self._client.api.inspect_container(box.id)
-        except docker.errors.NotFound:
-            seen = "was removed"
-        except _DOCKER_ERRORS:
-            return None
-        else:
-            state = attrs.get("State", {})
-            if state.get("Status") == "running":
+        # A pipe can break a moment before Docker records the container's end: look a few times.
+        for attempt in range(15 if cause is not None else 1):
+            if attempt:
+                time.sleep(0.2)
+            try:
+                attrs = self._client.api.inspect_container(box.id)
+            except docker.errors.NotFound:
+                seen = "was removed"
+                break
+            except _DOCKER_ERRORS:
                 return None
-            seen = (f"is {state.get('Status')} (exit code {state.get('ExitCode')}, "
-                    f"OOM-killed: {state.get('OOMKilled')})")
+            state = attrs.get("State", {})
+            if state.get("Status") != "running":
+                seen = (f"is {state.get('Status')} (exit code {state.get('ExitCode')}, "
+                        f"OOM-killed: {state.get('OOMKilled')})")
+                break
+        else:
+            return None
         detail = f" ({cause})" if cause is not None else ""
         return ContainerDiedError(
             f"the sandbox container {box.name} {seen} while the episode was using it; "
@@ -702,6 +708,14 @@ class DockerSandbox(InsideSandbox):
     @property
     def container_id(self) -> str | None:
         return self._box.id if self._box is not None else None
+
+    def container_names(self) -> list[str]:
+        """This sandbox's containers: the episode's and, once made, the warm spare."""
+        names = [self._box.name] if self._box is not None else []
+        spare = self._spare
+        if spare is not None and spare.done() and spare.exception() is None:
+            names.append(spare.result().name)
+        return names
 
     def describe(self) -> dict[str, Any]:
         cfg = self.config

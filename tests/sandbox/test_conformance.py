@@ -150,8 +150,17 @@ def test_huge_output_is_capped_and_saved(sb: Sandbox) -> None:
     assert result.tail.endswith("aaEND\n") and len(result.tail) == 10_000
     assert result.saved_path is not None and result.saved_path.startswith(sb.paths.logs + "/")
     data, size = sb.read_file(result.saved_path, max_bytes=5)
-    assert (data, size) == (b"aaaaa", 300_000_004)
+    # the saved copy stops at the sandbox's cap; the log itself never held the whole flood
+    assert (data, size) == (b"aaaaa", sb.max_saved_output_bytes) and result.saved_capped
     assert grown_mb < 100, f"the host process grew by {grown_mb:.0f} MB reading a 300 MB output"
+    logs = run(sb, f"du -sk {sb.paths.logs}").output.split()[0]
+    assert int(logs) < 2 * sb.max_saved_output_bytes // 1024, f"{logs} KiB left in the logs"
+
+
+def test_small_output_is_saved_whole_below_the_cap(sb: Sandbox) -> None:
+    result = run(sb, "seq 1 20000", cap=1000)
+    assert result.truncated and not result.saved_capped and result.saved_path
+    assert sb.read_file(result.saved_path)[0] == "".join(f"{i}\n" for i in range(1, 20001)).encode()
 
 
 def test_binary_output_decodes_with_replacement(sb: Sandbox) -> None:
@@ -171,7 +180,7 @@ def test_output_survives_the_agent_breaking_the_shell_log(sb: Sandbox) -> None:
     logs = sb.paths.logs
     assert run(sb, f"rm -rf {logs}/outputs; echo after-rm").output == "after-rm\n"
     assert run(sb, f"rm -rf {logs}/*; echo again").output == "again\n"
-    assert run(sb, f"mv {logs}/outputs/shell.log {logs}/moved.log; echo moved").output == "moved\n"
+    assert run(sb, f"mv {logs}/outputs/shell.log {logs}/moved.log 2>/dev/null; echo moved").output == "moved\n"
     assert run(sb, "echo next").output == "next\n"
     # closing the shell's own descriptors: the command still runs, once, with its output
     result = run(sb, "exec 61>&- 62<&-; echo closed")
@@ -201,9 +210,25 @@ def test_file_round_trip(sb: Sandbox, tmp_path: Path) -> None:
     assert ("notes", "dir") in names
     assert [e.name for e in sb.list_dir(sb.paths.data)] == ["images", "train.csv"]
     dest = tmp_path / "out" / "submission.csv"
-    assert sb.fetch_file(f"{sb.paths.submission}/submission.csv", dest)
+    assert sb.fetch_file(f"{sb.paths.submission}/submission.csv", dest, max_bytes=100).ok
     assert dest.read_bytes() == b"id,y\n1,2\n"
-    assert not sb.fetch_file(f"{sb.paths.submission}/missing.csv", tmp_path / "x")
+    missing = sb.fetch_file(f"{sb.paths.submission}/missing.csv", tmp_path / "x", max_bytes=100)
+    assert not missing.found and not missing.ok
+
+
+def test_fetch_takes_only_a_bounded_regular_file(sb: Sandbox, tmp_path: Path) -> None:
+    sub = sb.paths.submission
+    run(sb, f"mkfifo {sub}/fifo.csv; mkdir {sub}/dir.csv; ln -s /dev/zero {sub}/zero.csv; "
+            f"head -c 5000 /dev/zero > {sub}/big.csv; truncate -s 50G {sub}/sparse.csv")
+    problems = {}
+    for name in ("fifo", "dir", "zero", "big", "sparse"):
+        dest = tmp_path / f"{name}.csv"
+        result = sb.fetch_file(f"{sub}/{name}.csv", dest, max_bytes=4096)
+        assert result.found and not result.ok and not dest.exists(), (name, result)
+        problems[name] = result.problem or ""
+    assert "FIFO" in problems["fifo"] and "folder" in problems["dir"]
+    assert "leads out" in problems["zero"]
+    assert "5,000 bytes" in problems["big"] and "max_submission_bytes" in problems["sparse"]
 
 
 def test_file_errors(sb: Sandbox) -> None:
@@ -235,7 +260,7 @@ def test_symlink_escapes_are_rejected(sb: Sandbox, tmp_path: Path) -> None:
     for path in ("passwd", "root/etc/hostname", "up/passwd"):
         with pytest.raises(SandboxPathError):
             sb.read_file(path)
-        assert not sb.fetch_file(path, tmp_path / "leak")
+        assert not sb.fetch_file(path, tmp_path / "leak", max_bytes=10**6).ok
     with pytest.raises(SandboxPathError):
         sb.write_file("root/tmp/planted", b"x")
     with pytest.raises(SandboxPathError):

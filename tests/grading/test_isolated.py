@@ -1,0 +1,179 @@
+"""grade_isolated and validate_isolated: the answers of in-process grading, under limits that hold."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from mle_gym.competitions import Competition, get_competition
+from mle_gym.competitions.datasets import Dataset, load_dataset
+from mle_gym.errors import CompetitionNotFoundError, GradingError, InvalidSubmissionError
+from mle_gym.grading.isolated import GradingLimits, grade_isolated, validate_isolated
+from mle_gym.grading.validation import read_submission_csv
+
+CACTUS = "aerial-cactus-identification"
+
+
+def _sample(name: str) -> tuple[Competition, Dataset, Path]:
+    comp = get_competition(name)
+    data = load_dataset(comp, "sample", seed=0)
+    return comp, data, data.public / comp.metadata.sample_submission_file
+
+
+def _validate_in_process(comp: Competition, submission: Path, private: Path) -> tuple[bool, str]:
+    """What the env's validation said before it moved to a child process."""
+    try:
+        frame = read_submission_csv(submission)
+        comp.validate(frame, comp.load_answers(private))
+    except InvalidSubmissionError as exc:
+        return False, str(exc)
+    return True, f"{len(frame)} rows with columns {list(frame.columns)} match the expected format"
+
+
+def _no_children_left() -> bool:
+    return not [p for p in multiprocessing.active_children() if p.name.startswith("mle-gym-")]
+
+
+def _big_submission(path: Path, rows: int = 1_000_000) -> Path:
+    """About 50 MB of unique ids: several times that once parsed."""
+    path.write_text("id,has_cactus\n" + "".join(f"{i:040x}.jpg,0.5\n" for i in range(rows)))
+    return path
+
+
+# -- the same answers as in-process grading ------------------------------------------------------------
+@pytest.mark.parametrize("name", ["aerial-cactus", "text-norm-en", "dog-breed", "insults"])
+def test_sample_submission_same_report_as_in_process(name: str) -> None:
+    comp, data, sample = _sample(name)
+    expected = comp.grade(sample, data.private, sample_data=True)
+    report = grade_isolated(name, sample, data.private, sample_data=True)
+    assert report.valid_submission, report.reason
+    assert report == expected
+    assert validate_isolated(name, sample, data.private) == _validate_in_process(comp, sample, data.private)
+    assert _no_children_left()
+
+
+@pytest.mark.parametrize("name", ["aerial-cactus", "text-norm-en"])
+def test_invalid_submission_same_report_as_in_process(name: str, tmp_path: Path) -> None:
+    comp, data, sample = _sample(name)
+    broken = tmp_path / "submission.csv"
+    pd.read_csv(sample).iloc[:-1].to_csv(broken, index=False)  # a test id is missing
+    expected = comp.grade(broken, data.private, sample_data=True)
+    report = grade_isolated(comp.id, broken, data.private, sample_data=True)
+    assert not report.valid_submission and report.submission_exists and report.score is None
+    assert report == expected
+    valid, message = validate_isolated(comp.id, broken, data.private)
+    assert (valid, message) == _validate_in_process(comp, broken, data.private)
+    assert not valid and message.startswith("expected ") and "rows (one per test id)" in message
+
+
+def test_missing_submission_same_report_as_in_process(tmp_path: Path) -> None:
+    comp, data, _ = _sample(CACTUS)
+    for missing in (None, tmp_path / "nothing.csv"):
+        report = grade_isolated(CACTUS, missing, data.private, sample_data=True)
+        assert report == comp.grade(missing, data.private, sample_data=True)
+        assert not report.submission_exists and report.reason == "no submission file was found"
+    assert validate_isolated(CACTUS, None, data.private) == (False, "no submission file")
+
+
+def test_unknown_competition_raises_in_the_parent() -> None:
+    with pytest.raises(CompetitionNotFoundError, match="aerial-cactus"):
+        grade_isolated("aerial-cactos", None, Path("/nonexistent"), sample_data=True)
+
+
+# -- limits ------------------------------------------------------------------------------------------
+def test_memory_limit_makes_the_submission_invalid_and_the_parent_carries_on(tmp_path: Path) -> None:
+    comp, data, sample = _sample(CACTUS)
+    big = _big_submission(tmp_path / "submission.csv")
+    limits = GradingLimits(memory_bytes=64 * 1024**2)
+    report = grade_isolated(CACTUS, big, data.private, sample_data=True, limits=limits)
+    assert not report.valid_submission and report.submission_exists
+    assert report.score is None and report.medal == "none" and not report.any_medal
+    assert report.reason is not None
+    assert report.reason.startswith(
+        "grading stopped: the submission needed more than 64 MiB of memory to parse and score (limit memory_bytes")
+    valid, message = validate_isolated(CACTUS, big, data.private, limits)
+    assert not valid
+    assert message.startswith(
+        "validation stopped: the submission needed more than 64 MiB of memory to parse and check (limit memory_bytes")
+    # Under the default limit the same file is read, and judged on its merits.
+    assert validate_isolated(CACTUS, big, data.private) == (False, "expected 200 rows (one per test id), found 1000000")
+    assert grade_isolated(CACTUS, sample, data.private, sample_data=True, limits=limits) == comp.grade(
+        sample, data.private, sample_data=True)
+    assert _no_children_left()
+
+
+def test_timeout_makes_the_submission_invalid(tmp_path: Path) -> None:
+    comp, data, sample = _sample(CACTUS)
+    big = _big_submission(tmp_path / "submission.csv", rows=200_000)
+    limits = GradingLimits(timeout_s=0.001)
+    report = grade_isolated(CACTUS, big, data.private, sample_data=True, limits=limits)
+    assert not report.valid_submission and report.submission_exists and report.score is None
+    assert report.medal == "none"
+    assert report.reason == (
+        "grading stopped: it took longer than 0.001 s to parse and score the submission (limit timeout_s)")
+    assert validate_isolated(CACTUS, big, data.private, limits) == (
+        False, "validation stopped: it took longer than 0.001 s to parse and check the submission (limit timeout_s)")
+    assert _no_children_left()
+    assert grade_isolated(CACTUS, sample, data.private, sample_data=True) == comp.grade(
+        sample, data.private, sample_data=True)
+
+
+def test_limits_are_checked() -> None:
+    assert GradingLimits() == GradingLimits(memory_bytes=4 * 1024**3, timeout_s=600)
+    with pytest.raises(ValidationError, match="memory"):
+        GradingLimits(memory=10)
+    with pytest.raises(ValidationError, match="timeout_s"):
+        GradingLimits(timeout_s=0)
+
+
+# -- faults of the grader stay faults of the grader --------------------------------------------------
+def test_grading_error_in_the_child_is_raised_in_the_parent(tmp_path: Path) -> None:
+    comp, _, sample = _sample(CACTUS)
+    empty = tmp_path / "private"
+    empty.mkdir()
+    with pytest.raises(GradingError) as in_process:
+        comp.grade(sample, empty, sample_data=True)
+    assert "the answers of aerial-cactus-identification are missing" in str(in_process.value)
+    with pytest.raises(GradingError) as isolated:
+        grade_isolated(CACTUS, sample, empty, sample_data=True)
+    assert str(isolated.value) == str(in_process.value)
+    with pytest.raises(GradingError) as validating:
+        validate_isolated(CACTUS, sample, empty)
+    assert str(validating.value) == str(in_process.value)
+    assert _no_children_left()
+
+
+def test_a_grader_crash_becomes_grading_error(tmp_path: Path) -> None:
+    """Broken answers make pandas raise UnicodeDecodeError in the child: a grader fault, not the agent's."""
+    _, _, sample = _sample(CACTUS)
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "test.csv").write_bytes(b"id,has_cactus\n\xff\xfe,1\n")
+    with pytest.raises(GradingError, match=r"the grade of aerial-cactus-identification failed with UnicodeDecodeError"):
+        grade_isolated(CACTUS, sample, private, sample_data=True)
+    with pytest.raises(GradingError, match="This is a grader bug"):
+        validate_isolated(CACTUS, sample, private)
+
+
+@pytest.mark.slow
+def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
+    """multiprocessing would run the parent's main script again in the child; grading must not."""
+    _, data, sample = _sample(CACTUS)
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(f"""
+        from pathlib import Path
+        from mle_gym.grading.isolated import validate_isolated
+        print("script body ran", flush=True)
+        print(validate_isolated({CACTUS!r}, Path({str(sample)!r}), Path({str(data.private)!r})), flush=True)
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "script body ran", "(True, \"200 rows with columns ['id', 'has_cactus'] match the expected format\")"]
