@@ -278,7 +278,10 @@ def _limit_memory(memory_bytes: int) -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    except (ValueError, OSError) as exc:  # macOS refuses some values; the time limit still holds
+        log.warning("could not cap the grading process's memory at %d bytes: %s", soft, exc)
 
 
 def _bounded(text: str) -> str:
@@ -323,7 +326,7 @@ def _validate(request: dict[str, Any]) -> dict[str, Any]:
             return {"kind": "memory"}
         return {"kind": "validation", "valid": False, "message": _bounded(str(exc))}
     message = f"{len(submission)} rows with columns {list(submission.columns)} match the expected format"
-    return {"kind": "validation", "valid": True, "message": message}
+    return {"kind": "validation", "valid": True, "message": _bounded(message)}
 
 
 _TASKS = {"grade": _grade, "validate": _validate}

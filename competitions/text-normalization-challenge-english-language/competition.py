@@ -76,18 +76,10 @@ def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
     Under pandas 3 a cast to str keeps missing values missing, and NaN never equals NaN, so an
     answer like "None" could not be matched without this.
 
-    An empty `after` is only accepted where the answer also reads as empty: pandas reads tokens
-    such as "None", "NA" or "null" as missing, in the answers and the submission alike, so those
-    cells must pass; any other empty cell is a missing prediction and makes the submission
-    invalid. The check needs the answers, so it runs here, once the episode is over, and not in
-    `validate`: there its verdict would tell the agent which answers read as missing.
+    An empty `after` is therefore read as "nan" too: it is wrong unless the answer itself reads
+    as missing, as in MLE-bench, and never makes the file invalid (an invalid verdict here would
+    also tell the agent, through validation, which answers read as missing).
     """
-    blank = aligned["after"].isna().to_numpy() & answers["after"].notna().to_numpy()
-    if blank.any():
-        raise InvalidSubmissionError(
-            f"column 'after' is empty in {int(blank.sum())} of {len(aligned)} rows; every token needs its "
-            "normalized text (write the token itself when it stays unchanged)"
-        )
     truth = answers["after"].astype(object).where(answers["after"].notna(), "nan")
     predicted = aligned["after"].astype(object).where(aligned["after"].notna(), "nan")
     return accuracy(truth.to_numpy(), predicted.to_numpy())
