@@ -515,6 +515,10 @@ def load_trajectory(path: Path | str) -> Trajectory:
                 torn = True  # the writer died mid-line; what came before is intact
                 break
             raise TrajectoryError(f"{path}, line {lineno}: not valid JSON ({exc.msg} at char {exc.pos})") from None
+        except (ValueError, RecursionError) as exc:  # an int past 4,300 digits, nesting past the stack
+            # The recorder writes neither; a file that holds them was not written by it.
+            raise TrajectoryError(f"{path}, line {lineno}: JSON beyond what this reader takes: "
+                                  f"{type(exc).__name__}: {str(exc)[:200]}") from None
         if not isinstance(data, dict):
             raise TrajectoryError(f"{path}, line {lineno}: expected a JSON object, got {type(data).__name__}")
         kind = data.get("kind")

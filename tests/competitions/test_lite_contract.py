@@ -68,6 +68,8 @@ def test_broken_submissions_are_rejected_with_reasons(comp: Competition, tmp_pat
         "wrong ids": sample.assign(**{id_col: [f"nope-{i}" for i in range(len(sample))]}),
         "nan": sample.assign(**{target: [float("nan")] * len(sample)}),
     }
+    if comp.id.startswith("text-normalization-challenge"):
+        del cases["nan"]  # MLE-bench reads a blank as the text "nan": a wrong answer, not an invalid file
     for name, frame in cases.items():
         report = comp.grade(_write(frame, tmp_path), data.private, sample_data=True)
         assert not report.valid_submission, name
