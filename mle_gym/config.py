@@ -31,7 +31,8 @@ class EnvConfig(BaseModel):
     max_saved_output_bytes: int | None = Field(
         default=None, ge=1024, description="cap on the saved full output of one command (backend default: 64 MiB)")
     grading_memory: str = Field(
-        default="8g", description="memory the grading child process may use (parse and score); over it: invalid")
+        default="4g", description="memory the grading child process may add to parse and score one "
+                                  "submission (beyond its start); over it, the submission is invalid")
     grading_timeout_s: float = Field(default=900.0, gt=0, description="wall clock the grading child may take")
     # Sandbox options, passed to the backend's config when set (Docker: see DockerSandboxConfig).
     image: str | None = None

@@ -107,6 +107,15 @@ def default_jobs(requested: int | None, n_episodes: int) -> int:
     return max(1, min(requested or cpus, cpus, n_episodes))
 
 
+def episode_memory_mib(workers: int) -> int:
+    """Memory limit of one of `workers` concurrent Docker episodes: 75% of this machine, shared."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 8 * 1024**3
+    return max(int(total * 0.75 / max(workers, 1)) // 2**20, 512)
+
+
 def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], out_dir: Path | str,
         data: str = "sample", sandbox: str = "docker", jobs: int | None = None,
         max_steps: int | None = None, time_limit_s: float | None = None, command_timeout_s: float | None = None,
@@ -126,6 +135,12 @@ def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], 
     for key, value in (("max_steps", max_steps), ("time_limit_s", time_limit_s), ("command_timeout_s", command_timeout_s)):
         if value is not None:
             env_options[key] = value
+    workers = default_jobs(jobs, len(specs))
+    if sandbox == "docker":
+        # One env per episode: a warm spare would be made for nothing. And N episodes share the
+        # machine: each gets its share of the memory a single episode may use ("auto").
+        env_options["warm_pool"] = False
+        env_options["memory"] = f"{episode_memory_mib(workers)}m"
     results_path = out_dir / RESULTS_FILE
     lock = threading.Lock()
     limits = (max_steps or 500, time_limit_s or 24 * 3600.0)
@@ -143,7 +158,6 @@ def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], 
             progress.finish(spec.label, rec)
         return rec
 
-    workers = default_jobs(jobs, len(specs))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="episode")
     try:
         return list(pool.map(work, specs))

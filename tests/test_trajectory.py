@@ -209,3 +209,122 @@ def test_unwritable_out_dir_raises_trajectory_error(tmp_path: Path) -> None:
             env.reset()
     finally:
         env.close()
+
+
+# -- any str and any bytes a tool returns are recorded, escaped, and read back -------------------------
+def _assert_valid_utf8_jsonl(path: Path) -> list[dict]:
+    raw = path.read_bytes()
+    text = raw.decode("utf-8")  # strict: the file is valid UTF-8 whatever the tools returned
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_non_utf8_file_name_listed_by_list_dir_and_ls(recorder: TrajectoryRecorder) -> None:
+    recorder.reset(seed=0)
+    observations = []
+    for action in (
+        {"name": "bash", "arguments": {"command": "printf x > $'\\xff\\xfe' && printf y > $'ok\\xe9'"}},
+        {"name": "list_dir", "arguments": {"path": "."}},
+        {"name": "bash", "arguments": {"command": "ls"}},
+        {"name": "bash", "arguments": {"command": "ls -b"}},
+        {"name": "bash", "arguments": {"command": "printf '\\xff\\xfe\\xed\\xa0\\x80\\n'"}},
+    ):
+        obs, *_ = recorder.step(action)
+        obs.encode("utf-8")  # the agent is shown text its UTF-8 client can send on
+        observations.append(obs)
+    assert "\\xff\\xfe" in observations[1] and "ok\\xe9" in observations[1], observations[1]
+    assert "\\377\\376" in observations[3], observations[3]
+    _assert_valid_utf8_jsonl(recorder.trajectory_path)
+    traj = load_trajectory(recorder.trajectory_path)
+    assert [s.observation for s in traj.steps] == observations
+    assert traj.steps[1].tool_error is None
+
+
+class _SurrogateEnv(gym.Env):
+    """A stand-in env whose tool results hold lone surrogates, raw bytes and values JSON cannot hold."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Text(max_length=100)
+        self.action_space = gym.spaces.Text(max_length=100)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "prompt \udcff", {"competition": "x", "paths": {"code": "/code/\udcfe"}}
+
+    def step(self, action):
+        info = {
+            "raw": b"\xff\xfe ok \x00",
+            "name\udcfe": "value \ud800",
+            "big": 10**5_000,
+            "nan": float("nan"),
+            "nested": {"listing": ["a\udcff", b"\xc3\x28"]},
+        }
+        return f"saw {action!s}: \udcff\udcfe \ud83d", 0.0, False, False, info
+
+
+def test_surrogates_and_bytes_are_recorded_escaped_and_read_back(tmp_path: Path) -> None:
+    env = TrajectoryRecorder(_SurrogateEnv(), tmp_path)
+    env.reset(seed=1)
+    obs, *_ = env.step("text \ud800 with a lone surrogate")
+    env.step(b"\xff\xfe not utf-8")
+    env.close()
+    path = env.trajectory_path
+    assert b"\\udcff" in path.read_bytes() and b"\\ud800" in path.read_bytes()
+    lines = _assert_valid_utf8_jsonl(path)
+    assert [line["kind"] for line in lines] == ["header", "step", "step", "end"]
+
+    traj = load_trajectory(path)
+    assert traj.complete and traj.header.prompt == "prompt \udcff"
+    assert traj.header.reset_info["paths"]["code"] == "/code/\udcfe"
+    first, second = traj.steps
+    assert first.observation == obs and first.action == "text \ud800 with a lone surrogate"
+    assert not first.action_lossy
+    assert second.action == "\udcff\udcfe not utf-8" and second.action_type == "bytes"
+    assert second.action.encode("utf-8", "surrogateescape") == b"\xff\xfe not utf-8", "bytes come back exactly"
+    info = first.info
+    assert info["raw"].encode("utf-8", "surrogateescape") == b"\xff\xfe ok \x00"
+    assert info["name\udcfe"] == "value \ud800"
+    assert info["nested"]["listing"] == ["a\udcff", "\udcc3("]
+    assert info["big"] == "<int of 16,610 bits>" and info["nan"] == "nan"
+
+
+def test_actions_json_cannot_hold_are_recorded(recorder: TrajectoryRecorder) -> None:
+    recorder.reset(seed=0)
+    cyclic: dict = {"name": "bash"}
+    cyclic["arguments"] = cyclic
+    deep: list = []
+    for _ in range(5_000):
+        deep = [deep]
+    for action in (cyclic, deep, {"name": "read_file", "arguments": {"path": "a", "start_line": 10**5_000}},
+                   {10**5_000: 1, (1, 2): 2}):
+        obs, *_, info = recorder.step(action)
+        assert info["tool_error"]["type"] in ("invalid_action", "invalid_arguments"), obs
+    traj = load_trajectory(recorder.trajectory_path)
+    assert len(traj.steps) == 4 and all(s.action_lossy for s in traj.steps)
+    assert traj.steps[2].action["arguments"]["start_line"] == "<int of 16,610 bits>"
+    assert set(traj.steps[3].action) == {"<int of 16,610 bits>", "(1, 2)"}
+
+
+@pytest.mark.parametrize("line", ["[" * 100_000 + "]" * 100_000, '{"kind": "header", "n": ' + "9" * 5_000 + "}"])
+def test_json_beyond_the_readers_limits_is_a_trajectory_error(tmp_path: Path, line: str) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(line + "\n")
+    with pytest.raises(TrajectoryError, match=r"line 1: JSON beyond what this reader takes"):
+        load_trajectory(bad)
+
+
+def test_chat_export_of_surrogate_laden_episode_is_valid_utf8(tmp_path: Path) -> None:
+    from mle_gym.export import export_openai_chat, write_jsonl
+
+    env = TrajectoryRecorder(_SurrogateEnv(), tmp_path / "traj")
+    env.reset(seed=1)
+    env.step({"name": "bash", "arguments": {"command": "echo \ud800"}})
+    env.step('{"name": "bash", "arguments": ' + "[" * 10_000 + "]" * 10_000 + "}")
+    env.close()
+    out = tmp_path / "chat.jsonl"
+    assert write_jsonl(export_openai_chat([env.trajectory_path]), out) == 1
+    (record,) = _assert_valid_utf8_jsonl(out)
+    tool_call = record["messages"][2]["tool_calls"][0]
+    assert json.loads(tool_call["function"]["arguments"]) == {"command": "echo \ud800"}
+    assert record["messages"][4]["role"] == "assistant" and "tool_calls" not in record["messages"][4]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -16,7 +17,7 @@ from mle_gym.envs.spaces import TextObservation, ToolCallSpace
 from mle_gym.envs.submission import SubmissionService
 from mle_gym.errors import EpisodeEndedError, SandboxPathError
 from mle_gym.grading import GradeReport
-from mle_gym.grading.isolated import GradingLimits
+from mle_gym.grading.isolated import GradingLimits, warm_up
 from mle_gym.sandbox.base import Sandbox
 from mle_gym.sandbox.factory import make_sandbox
 from mle_gym.tools.execute import ToolExecutor, ToolResult
@@ -115,6 +116,9 @@ class MLEEnv(gym.Env[str, dict]):
         if self.dataset is None:
             self.dataset = load_dataset(self.competition, self.config.data, seed=self.config.sample_seed)
         if self.sandbox is None:
+            # The grading process server imports pandas and scikit-learn: a few seconds, paid
+            # while the episode runs rather than when it ends.
+            threading.Thread(target=warm_up, name="mle-gym-grading-warm-up", daemon=True).start()
             self.sandbox = make_sandbox(self.config.sandbox, self.dataset.public, self.config.backend_options())
             self.sandbox.start()
         self.sandbox.reset()

@@ -38,7 +38,7 @@ KINDS = {
         f" > {SUBMISSION}", ("bytes", "size", "large", "max_submission_bytes"), {"max_submission_bytes": 1_000_000}),
     "sparse 50G": (f"truncate -s 50G {SUBMISSION}", ("bytes", "size", "large", "max_submission_bytes"), {}),
     "growing": (
-        f"cp /home/data/sample_submission.csv {SUBMISSION}; nohup python3 /home/code/grow.py >/dev/null 2>&1 & "
+        f"cat /home/data/sample_submission.csv > {SUBMISSION}; nohup python3 /home/code/grow.py >/dev/null 2>&1 & "
         f"sleep 0.3; a=$(stat -c %s {SUBMISSION}); sleep 0.5; b=$(stat -c %s {SUBMISSION}); [ \"$b\" -gt \"$a\" ]",
         (), {}),
 }
