@@ -1,5 +1,8 @@
 """The host's end of the in-sandbox helper (`agentd`): framed requests over its stdin and stdout.
 
+Two transports: a child process's pipes (local backend), and the socket of a Docker exec
+(Docker backend, straight to the daemon: no `docker` CLI process in between).
+
 The helper's source (and that of `killtree`, which it uses) travels over the same pipe when it
 starts, so an image needs nothing of mle-gym's and can never run an older helper than the host.
 Every read has a deadline: a helper the agent stopped or killed shows up as `HelperGoneError`,
@@ -59,43 +62,103 @@ class HelperFailure(Exception):
         self.code = code
 
 
-class HelperChannel:
-    """One helper process, started with `argv` (which ends in `python3 -c BOOT`)."""
+class Transport:
+    """A byte stream to and from one helper process."""
 
-    def __init__(self, argv: Sequence[str], config: dict[str, Any], *, env: dict[str, str] | None = None,
-                 start_timeout_s: float = 60.0) -> None:
-        self._argv = list(argv)
-        self._config = config
-        self._env = env
-        self._start_timeout_s = start_timeout_s
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._rbuf = bytearray()
-        self.pid: int | None = None  # the helper's pid where it runs
-        self.shell_pid: int | None = None
+    def send(self, data: bytes, deadline: float) -> None:
+        raise NotImplementedError
 
-    # -- lifecycle ---------------------------------------------------------------------
-    def start(self) -> None:
+    def recv(self, deadline: float, tick: Callable[[], None] | None, tick_every_s: float) -> bytes:
+        """Some bytes of the helper's stdout; HelperGoneError at EOF or past the deadline."""
+        raise NotImplementedError
+
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def diagnostics(self) -> str:
+        """What the helper wrote to stderr (the end of it), for an error message."""
+        return ""
+
+
+def _wait_readable(fd: int, deadline: float, tick: Callable[[], None] | None, tick_every_s: float) -> None:
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise HelperGoneError("the sandbox helper did not answer in time")
+        ready, _, _ = select.select([fd], [], [], min(left, tick_every_s) if tick else left)
+        if ready:
+            return
+        if tick is not None:
+            tick()
+
+
+def _send_all(fd: int, data: bytes, deadline: float) -> None:
+    view = memoryview(data)
+    while view:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise HelperGoneError("the sandbox helper stopped reading its requests")
+        _, ready, _ = select.select([], [fd], [], left)
+        if not ready:
+            continue
         try:
-            self._proc = subprocess.Popen(
-                self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=self._env, bufsize=0, start_new_session=True,
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            continue
+        except OSError as exc:
+            raise HelperGoneError(f"the sandbox helper ended ({exc})") from exc
+
+
+class ProcessTransport(Transport):
+    """A helper run as a child process of ours (the local backend), over its stdin and stdout."""
+
+    def __init__(self, argv: Sequence[str], env: dict[str, str] | None) -> None:
+        try:
+            self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=env, bufsize=0, start_new_session=True,
             )
         except OSError as exc:
-            raise HelperGoneError(f"could not start the sandbox helper with {self._argv[:4]!r}: {exc}") from exc
-        assert self._proc.stdout is not None and self._proc.stdin is not None
+            raise HelperGoneError(f"could not start the sandbox helper with {list(argv)[:4]!r}: {exc}") from exc
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        os.set_blocking(self._proc.stdin.fileno(), False)
         os.set_blocking(self._proc.stdout.fileno(), False)
-        config = json.dumps(self._config).encode()
-        try:
-            self._write(_sources() + _HEADER.pack(len(config)) + config, time.monotonic() + self._start_timeout_s)
-            reply, _ = self.request({"op": "hello"}, timeout_s=self._start_timeout_s)
-        except HelperGoneError as exc:
-            detail = self._stderr_tail()
-            self.close()
-            raise HelperGoneError(f"{exc}{'; it said: ' + detail if detail else ''}") from exc
-        self.pid, self.shell_pid = int(reply["pid"]), int(reply["shell_pid"])
+
+    def send(self, data: bytes, deadline: float) -> None:
+        if self._proc is None or self._proc.stdin is None:
+            raise HelperGoneError("the sandbox helper is not running")
+        _send_all(self._proc.stdin.fileno(), data, deadline)
+
+    def recv(self, deadline: float, tick: Callable[[], None] | None, tick_every_s: float) -> bytes:
+        if self._proc is None or self._proc.stdout is None:
+            raise HelperGoneError("the sandbox helper is not running")
+        fd = self._proc.stdout.fileno()
+        while True:
+            _wait_readable(fd, deadline, tick, tick_every_s)
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise HelperGoneError(f"the sandbox helper ended ({exc})") from exc
+            if not chunk:
+                raise HelperGoneError("the sandbox helper ended")
+            return chunk
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def diagnostics(self) -> str:
+        proc = self._proc
+        if proc is None or proc.stderr is None or proc.poll() is None:
+            return ""
+        try:
+            return proc.stderr.read()[-600:].decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
@@ -113,16 +176,125 @@ class HelperChannel:
             proc.kill()
             proc.wait()
 
-    def _stderr_tail(self) -> str:
-        proc = self._proc
-        if proc is None or proc.stderr is None:
-            return ""
+
+class SocketTransport(Transport):
+    """A helper reached through a socket carrying Docker's multiplexed exec stream.
+
+    Docker frames a non-tty exec's output: 8 bytes (stream 1 or 2, three zeros, a big-endian
+    length) before each chunk. Stdout goes to the caller; the end of stderr is kept for errors.
+    """
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+        self._sock.setblocking(False)
+        self._raw = bytearray()
+        self._stderr = bytearray()
+        self._eof = False
+
+    def send(self, data: bytes, deadline: float) -> None:
+        if self._sock is None or self._eof:
+            raise HelperGoneError("the sandbox helper ended")
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise HelperGoneError("the sandbox helper stopped reading its requests")
+            _, ready, _ = select.select([], [self._sock], [], left)
+            if not ready:
+                continue
+            try:
+                view = view[self._sock.send(view) :]
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                self._eof = True
+                raise HelperGoneError(f"the sandbox helper ended ({exc})") from exc
+
+    def recv(self, deadline: float, tick: Callable[[], None] | None, tick_every_s: float) -> bytes:
+        if self._sock is None:
+            raise HelperGoneError("the sandbox helper is not running")
+        while True:
+            out = self._frames()
+            if out:
+                return out
+            if self._eof:
+                raise HelperGoneError("the sandbox helper ended")
+            _wait_readable(self._sock.fileno(), deadline, tick, tick_every_s)
+            try:
+                chunk = self._sock.recv(1 << 20)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                self._eof = True
+                raise HelperGoneError(f"the sandbox helper ended ({exc})") from exc
+            if not chunk:
+                self._eof = True
+            self._raw += chunk
+
+    def _frames(self) -> bytes:
+        out = bytearray()
+        raw = self._raw
+        while len(raw) >= 8:
+            size = int.from_bytes(raw[4:8], "big")
+            if len(raw) < 8 + size:
+                break
+            if raw[0] == 2:
+                self._stderr += raw[8 : 8 + size]
+                del self._stderr[:-2000]
+            else:
+                out += raw[8 : 8 + size]
+            del raw[: 8 + size]
+        return bytes(out)
+
+    def alive(self) -> bool:
+        return self._sock is not None and not self._eof
+
+    def diagnostics(self) -> str:
+        return self._stderr[-600:].decode("utf-8", "replace").strip()
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+
+class HelperChannel:
+    """One helper process, reached through the transport `connect()` returns."""
+
+    def __init__(self, connect: Callable[[], Transport], config: dict[str, Any], *,
+                 start_timeout_s: float = 60.0) -> None:
+        self._connect = connect
+        self._config = config
+        self._start_timeout_s = start_timeout_s
+        self._transport: Transport | None = None
+        self._rbuf = bytearray()
+        self.pid: int | None = None  # the helper's pid where it runs
+        self.shell_pid: int | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        self._transport = self._connect()
+        config = json.dumps(self._config).encode()
         try:
-            if proc.poll() is None:
-                return ""
-            return proc.stderr.read()[-600:].decode("utf-8", "replace").strip()
-        except OSError:
-            return ""
+            self._transport.send(_sources() + _HEADER.pack(len(config)) + config,
+                                 time.monotonic() + self._start_timeout_s)
+            reply, _ = self.request({"op": "hello"}, timeout_s=self._start_timeout_s)
+        except HelperGoneError as exc:
+            detail = self._transport.diagnostics() if self._transport is not None else ""
+            self.close()
+            raise HelperGoneError(f"{exc}{'; it said: ' + detail if detail else ''}") from exc
+        self.pid, self.shell_pid = int(reply["pid"]), int(reply["shell_pid"])
+
+    def alive(self) -> bool:
+        return self._transport is not None and self._transport.alive()
+
+    def close(self) -> None:
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
 
     # -- requests ----------------------------------------------------------------------
     def request(self, header: dict[str, Any], payload: bytes = b"", *, timeout_s: float,
@@ -134,11 +306,11 @@ class HelperChannel:
         passed the deadline. `tick` runs about every `tick_every_s` while the reply is awaited
         (it may raise to give up waiting).
         """
-        if self._proc is None:
+        if self._transport is None:
             raise HelperGoneError("the sandbox helper is not running")
         deadline = time.monotonic() + timeout_s
         body = json.dumps({**header, "n": len(payload)}).encode()
-        self._write(_HEADER.pack(len(body)) + body + payload, deadline)
+        self._transport.send(_HEADER.pack(len(body)) + body + payload, deadline)
         (length,) = _HEADER.unpack(self._read(_HEADER.size, deadline, tick, tick_every_s))
         if length > _MAX_HEADER:
             raise HelperGoneError(f"the sandbox helper sent a {length}-byte header; expected a small JSON header")
@@ -157,47 +329,11 @@ class HelperChannel:
             raise HelperFailure(str(reply.get("errno", "EIO")), str(reply.get("message", "failed")))
         return reply, data
 
-    def _write(self, data: bytes, deadline: float) -> None:
-        assert self._proc is not None and self._proc.stdin is not None
-        fd = self._proc.stdin.fileno()
-        view = memoryview(data)
-        os.set_blocking(fd, False)
-        while view:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise HelperGoneError("the sandbox helper stopped reading its requests")
-            _, ready, _ = select.select([], [fd], [], left)
-            if not ready:
-                continue
-            try:
-                view = view[os.write(fd, view) :]
-            except BlockingIOError:
-                continue
-            except (BrokenPipeError, OSError) as exc:
-                raise HelperGoneError(f"the sandbox helper ended ({exc})") from exc
-
     def _read(self, n: int, deadline: float, tick: Callable[[], None] | None, tick_every_s: float) -> bytearray:
-        assert self._proc is not None and self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
+        assert self._transport is not None
         buf = self._rbuf
         while len(buf) < n:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise HelperGoneError("the sandbox helper did not answer in time")
-            ready, _, _ = select.select([fd], [], [], min(left, tick_every_s) if tick else left)
-            if not ready:
-                if tick is not None:
-                    tick()
-                continue
-            try:
-                chunk = os.read(fd, max(n - len(buf), 1 << 16))
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                raise HelperGoneError(f"the sandbox helper ended ({exc})") from exc
-            if not chunk:
-                raise HelperGoneError("the sandbox helper ended")
-            buf += chunk
+            buf += self._transport.recv(deadline, tick, tick_every_s)
         out = buf[:n]
         del buf[:n]
         return out

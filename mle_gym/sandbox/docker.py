@@ -1,10 +1,11 @@
 """Docker backend: each episode in a fresh container that holds the public data and nothing else.
 
 Walls:
-- No folder the agent can write is shared with the host. `/home/submission`, `/home/code` and
-  `/home/logs` live in the container's own writable layer; commands and file operations run
-  inside it through the helper (`agentd`), as the agent's non-root user, and the host receives
-  bytes. The host never resolves a path the agent controls.
+- No folder the agent can write is shared with the host process. `/home/submission`,
+  `/home/code` and `/home/logs` are anonymous volumes of the container alone (Docker's storage,
+  removed with it); commands and file operations run inside the container through the helper
+  (`agentd`), as the agent's non-root user, and the host receives bytes. The host never
+  resolves a path the agent controls.
 - The public data is baked into an image layer of its own (`mle-gym-data:<fingerprint>`,
   built once per dataset and image): containers share it read-only (root-owned, the agent is
   not root) without a bind mount, so nothing in the container names a host path.
@@ -30,7 +31,6 @@ import hashlib
 import io
 import logging
 import os
-import shutil
 import socket
 import tarfile
 import tempfile
@@ -56,7 +56,7 @@ from mle_gym.errors import (
     SandboxStartError,
 )
 from mle_gym.sandbox.base import SandboxPaths
-from mle_gym.sandbox.channel import BOOT, HelperChannel, HelperGoneError
+from mle_gym.sandbox.channel import BOOT, HelperChannel, HelperGoneError, SocketTransport, Transport
 from mle_gym.sandbox.inside import InsideSandbox, LimitBreached
 from mle_gym.sandbox.owners import pid_alive, process_start_ticks
 from mle_gym.units import parse_size
@@ -284,7 +284,6 @@ class DockerSandbox(InsideSandbox):
         self._data_dir = Path(data_dir).resolve()
         self.paths = CONTAINER_PATHS
         self._client: docker.DockerClient | None = None
-        self._docker_cli: str | None = None
         self._image_id: str | None = None
         self._data_image: str | None = None
         self._agent_spec: str | None = None
@@ -372,13 +371,6 @@ class DockerSandbox(InsideSandbox):
                 f"the public data folder {self._data_dir} does not exist; expected a prepared "
                 "competition's public folder (prepare the competition first)."
             )
-        self._docker_cli = shutil.which("docker")
-        if self._docker_cli is None:
-            raise DockerUnavailableError(
-                "the Docker sandbox runs its helper through the `docker` command-line client, "
-                "which is not on PATH. Install the Docker CLI, or run with sandbox=\"local\" "
-                "(no isolation)."
-            )
         client = _connect(cfg.start_timeout_s)
         try:
             self._image_id = client.images.get(cfg.image).id
@@ -414,8 +406,15 @@ class DockerSandbox(InsideSandbox):
             LABEL_HOST: socket.gethostname(),
             LABEL_CREATED: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }
+        # The writable folders are anonymous volumes of this container alone (populated from the
+        # image, so owned by the agent; removed with the container): plain host file system
+        # rather than the image's storage driver, which on fuse-overlayfs makes every write
+        # several times slower. The host never opens them: it only names them in this config.
+        mounts = [docker.types.Mount(target, None, type="volume")
+                  for target in (CONTAINER_PATHS.submission, CONTAINER_PATHS.code, CONTAINER_PATHS.logs)]
         host: dict[str, Any] = dict(
             init=True, network_mode=cfg.network, security_opt=["no-new-privileges"], auto_remove=True,
+            mounts=mounts,
         )
         if cfg.cpus is not None:
             host["nano_cpus"] = int(cfg.cpus * 1e9)
@@ -462,11 +461,12 @@ class DockerSandbox(InsideSandbox):
             if self._agent_spec is None:
                 self._probe(box)
             box.warden = HelperChannel(
-                self._argv_for(box, user="root"),
+                lambda: self._exec_transport(box, user="root"),
                 {"role": "warden", "writable": self._writable, "uid": self._agent_spec.split(":")[0]},
                 start_timeout_s=cfg.start_timeout_s)
             box.warden.start()
-            box.helper = HelperChannel(self._argv_for(box), self._helper_config(), start_timeout_s=cfg.start_timeout_s)
+            box.helper = HelperChannel(lambda: self._exec_transport(box), self._helper_config(),
+                                       start_timeout_s=cfg.start_timeout_s)
             box.helper.start()
         except (HelperGoneError, *_DOCKER_ERRORS) as exc:
             self._remove_box(box)
@@ -508,15 +508,25 @@ class DockerSandbox(InsideSandbox):
             script = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o "
                       "\\( -type d -o -type f \\) -writable -print 2>/dev/null; true")
             code, out = self._exec_quiet(box, ["sh", "-c", script], user=self._agent_spec)
-            found = sorted(set(out.decode("utf-8", "replace").split("\n")) - {""})
+            found = sorted((set(out.decode("utf-8", "replace").split("\n")) - {""})
+                           | {CONTAINER_PATHS.submission, CONTAINER_PATHS.code, CONTAINER_PATHS.logs})
             cached = [p for p in found if not any(p.startswith(q.rstrip("/") + "/") for q in found if q != p)]
             _WRITABLE[(self._image_id, self._agent_spec)] = cached
         return cached
 
-    def _argv_for(self, box: _Box, *, user: str | None = None) -> list[str]:
-        assert self._docker_cli is not None and self._agent_spec is not None
-        return [self._docker_cli, "exec", "-i", "-u", user or self._agent_spec, "-w", CONTAINER_PATHS.code,
-                "-e", f"HOME={AGENT_HOME}", box.id, "python3", "-I", "-c", BOOT]
+    def _exec_transport(self, box: _Box, *, user: str | None = None) -> Transport:
+        """`python3 -c BOOT` exec'd in the container, its stream a socket straight to the daemon."""
+        assert self._client is not None and self._agent_spec is not None
+        api = self._client.api
+        try:
+            exec_id = api.exec_create(
+                box.id, ["python3", "-I", "-c", BOOT], stdin=True, stdout=True, stderr=True, tty=False,
+                user=user or self._agent_spec, workdir=CONTAINER_PATHS.code, environment={"HOME": AGENT_HOME},
+            )["Id"]
+            stream = api.exec_start(exec_id, socket=True)
+        except _DOCKER_ERRORS as exc:
+            raise HelperGoneError(f"could not start the helper in container {box.name}: {exc}") from exc
+        return SocketTransport(getattr(stream, "_sock", stream))
 
     def _take_spare(self) -> _Box | None:
         spare, self._spare = self._spare, None
@@ -578,10 +588,10 @@ class DockerSandbox(InsideSandbox):
         return int(code if code is not None else -1), output or b""
 
     # -- hooks of InsideSandbox ----------------------------------------------------------
-    def _helper_argv(self) -> list[str]:
+    def _connect_helper(self) -> Transport:
         if self._box is None:
             raise SandboxError("the Docker sandbox has no container; call reset() first")
-        return self._argv_for(self._box)
+        return self._exec_transport(self._box)
 
     def _shell_env(self) -> dict[str, str]:
         return {**super()._shell_env(), "HOME": AGENT_HOME}

@@ -19,7 +19,7 @@ from typing import Any
 
 from mle_gym.errors import SandboxError, SandboxPathError, ShellDiedError
 from mle_gym.sandbox.base import DirEntry, ExecResult, FetchResult, Sandbox, SandboxPaths
-from mle_gym.sandbox.channel import HelperChannel, HelperFailure, HelperGoneError
+from mle_gym.sandbox.channel import HelperChannel, HelperFailure, HelperGoneError, Transport
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +66,8 @@ class InsideSandbox(Sandbox):
 
     # -- hooks for backends ------------------------------------------------------------
     @abc.abstractmethod
-    def _helper_argv(self) -> list[str]:
-        """The command that runs `python3 -c BOOT` inside the sandbox as the agent."""
-
-    def _helper_env(self) -> dict[str, str] | None:
-        return None
+    def _connect_helper(self) -> Transport:
+        """Start `python3 -c BOOT` inside the sandbox as the agent; its transport."""
 
     def _shell_env(self) -> dict[str, str]:
         """The environment of the agent's shell."""
@@ -102,8 +99,7 @@ class InsideSandbox(Sandbox):
 
     def _start_helper(self) -> None:
         self._drop_helper()
-        helper = HelperChannel(self._helper_argv(), self._helper_config(), env=self._helper_env(),
-                               start_timeout_s=self.start_timeout_s)
+        helper = HelperChannel(self._connect_helper, self._helper_config(), start_timeout_s=self.start_timeout_s)
         try:
             helper.start()
         except HelperGoneError as exc:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mle_gym.sandbox import killtree
 from mle_gym.sandbox.base import SandboxPaths
-from mle_gym.sandbox.channel import BOOT
+from mle_gym.sandbox.channel import BOOT, ProcessTransport, Transport
 from mle_gym.sandbox.inside import InsideSandbox
 from mle_gym.sandbox.owners import gc_workspaces, write_owner
 
@@ -89,11 +89,9 @@ class LocalSandbox(InsideSandbox):
         self.breach = None
         self._ensure_helper()
 
-    def _helper_argv(self) -> list[str]:
-        return [sys.executable, "-I", "-c", BOOT]
-
-    def _helper_env(self) -> dict[str, str]:
-        return {key: value for key, value in os.environ.items() if not key.startswith(("MLE_GYM_", "KAGGLE_"))}
+    def _connect_helper(self) -> Transport:
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("MLE_GYM_", "KAGGLE_"))}
+        return ProcessTransport([sys.executable, "-I", "-c", BOOT], env)
 
     def _kill_agent_processes(self) -> None:
         helper = self._helper

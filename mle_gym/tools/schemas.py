@@ -19,6 +19,7 @@ TOOL_ERROR_TYPES = (
     "read_only",           # a write to the data folder
     "binary_file",         # read_file or edit_file on a file that is not text
     "file_too_large",      # read_file or edit_file on a file too big to handle whole
+    "file_error",          # any other refusal by the file system (a loop of links, a full disk, ...)
     "edit_no_match",
     "edit_ambiguous",
     "timeout",             # the command ran past its timeout and was killed
@@ -26,7 +27,7 @@ TOOL_ERROR_TYPES = (
 ToolErrorType = Literal[
     "invalid_json", "invalid_action", "unknown_tool", "invalid_arguments", "path_outside_sandbox",
     "file_not_found", "is_a_directory", "not_a_directory", "read_only", "binary_file", "file_too_large",
-    "edit_no_match", "edit_ambiguous", "timeout",
+    "file_error", "edit_no_match", "edit_ambiguous", "timeout",
 ]
 
 

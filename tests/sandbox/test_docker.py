@@ -156,11 +156,14 @@ def test_cheating_agent_finds_no_answers(sb: DockerSandbox, competition: tuple[P
     # And from the host: nothing of the private folder in the container's config.
     attrs = docker_client().containers.get(sb.container_id).attrs
     assert marker not in str(attrs["Config"])
-    assert attrs["Mounts"] == [], "nothing of the host is mounted: the data is an image layer"
+    # nothing of the host process's is mounted: the data is an image layer, and the writable
+    # folders are anonymous volumes of this container alone
+    assert sorted(m["Destination"] for m in attrs["Mounts"]) == ["/home/code", "/home/logs", "/home/submission"]
+    assert all(m["Type"] == "volume" and m["Source"].startswith("/var/lib/docker/volumes/") for m in attrs["Mounts"])
     public = str(_public)
     mounts = run(sb, "cat /proc/self/mountinfo /proc/mounts").output
     assert "private" not in mounts and public not in mounts and str(Path(public).parent) not in mounts
-    assert not [line for line in mounts.splitlines() if "/home/" in line]
+    assert not [line for line in mounts.splitlines() if "/home/data" in line]
 
 
 @pytest.mark.docker
