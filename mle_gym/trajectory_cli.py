@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from mle_gym.tools.parse import printable
 from mle_gym.trajectory import StepRecord, Trajectory, load_trajectory
 
 
@@ -103,7 +104,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     for i, path in enumerate(args.trajectories):
         if i:
             print("\n" + "=" * 80 + "\n")
-        print(format_transcript(load_trajectory(path), max_chars=args.max_chars, prompt=args.prompt))
+        text = format_transcript(load_trajectory(path), max_chars=args.max_chars, prompt=args.prompt)
+        print(printable(text, nul=False))  # a recorded lone surrogate cannot reach a terminal as is
     return 0
 
 

@@ -145,7 +145,7 @@ class Shell:
         self.pid, self.master, self.log_fd = pid, master, log_fd
         self.counter = 0
         self._buf = b""
-        setup = "unset PROMPT_COMMAND; set +o history; HISTFILE=; PS1=; PS2=; PS4=+; :"
+        setup = "unset PROMPT_COMMAND __mle_c; set +o history; HISTFILE=; PS1=; PS2=; PS4=+; :"
         if self._line(setup, 30.0) is None:
             self.close()
             raise Failure("ESHELL", "the shell did not start (is bash installed in the sandbox?)")
@@ -225,16 +225,23 @@ class Shell:
         """(exit code, timed out, restart reason) of one command; output goes to the log."""
         quoted = _quote(command)
         if len(quoted.encode("utf-8", "surrogateescape")) > MAX_INLINE_BYTES:
-            script = self._script_file(command)
-            body = f". {_sh(script)}; __mle_s=$?; rm -f {_sh(script)}; (exit $__mle_s)"
+            # Too long for one terminal line: the text travels in pieces into a variable (no
+            # file, so nothing the agent did to a folder can stop it), then runs as one.
+            pieces = [_quote(command[i : i + MAX_INLINE_BYTES // 4]) for i in range(0, len(command), MAX_INLINE_BYTES // 4)]
+            self._send("".join(f"__mle_c{'+' if i else ''}={piece}\n" for i, piece in enumerate(pieces)))
+            word, status = '"$__mle_c"', "$__mle_s"
         else:
-            body = f"eval {quoted}"
+            word, status = quoted, "$?"
         # One line: bash reads it whole before running any of it, so a command that reads the
         # terminal never sees the nonce. An interrupt drops the rest of the line: see _resync.
-        line = f"{{ {body}; }} >&{OUT_FD} 2>&1 <&{NULL_FD}"
+        # The redirections sit on `eval` itself: on a `{ ...; }` group, a syntax error inside
+        # the eval leaves bash's parser unable to read the next line.
+        line = f"eval {word} >&{OUT_FD} 2>&1 <&{NULL_FD}"
+        if status != "$?":
+            line += "; __mle_s=$?; unset __mle_c"
         self.counter += 1
         n, nonce = self.counter, secrets.token_hex(8)
-        self._send(f"{line}; printf '\\n\\001%s %d %d\\002\\n' {nonce} {n} $?\n")
+        self._send(f"{line}; printf '\\n\\001%s %d %d\\002\\n' {nonce} {n} {status}\n")
         code = self._wait(nonce, n, time.monotonic() + timeout_s, watch)
         if code is not None:
             if code == 1 and b"Bad file descriptor" in self.said:
@@ -293,11 +300,6 @@ class Shell:
         self.close()
         self.start()
 
-    def _script_file(self, command: str) -> str:
-        folder = posixpath.dirname(self.log_path)
-        path = posixpath.join(folder, f"cmd-{self.counter + 1:05d}.sh")
-        _write_atomic(path, command.encode("utf-8", "surrogateescape"))
-        return path
 
 
 _LIBC = None
@@ -329,20 +331,37 @@ def _anonymous_file() -> int:
 
 
 def _write_atomic(path: str, data: bytes) -> None:
-    folder, name = posixpath.split(path)
-    tmp = posixpath.join(folder, f".{name}.mle-tmp")
-    try:
-        os.unlink(tmp)
-    except FileNotFoundError:
-        pass
+    folder = posixpath.dirname(path)
+    tmp = posixpath.join(folder, f".mle-tmp-{secrets.token_hex(6)}")  # short: any legal name fits beside it
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-    finally:
+    except OSError:
         os.close(fd)
-    os.rename(tmp, path)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    try:
+        os.rename(tmp, path)
+    except OSError:
+        os.unlink(tmp)
+        raise
+
+
+def _make_dirs(path: str) -> None:
+    """os.makedirs without recursion (a path may hold two thousand folders)."""
+    missing = []
+    while path and path != "/" and not os.path.isdir(path):
+        missing.append(path)
+        path = posixpath.dirname(path)
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            if not os.path.isdir(folder):
+                raise NotADirectoryError(errno.ENOTDIR, "a parent is a file, not a folder", folder) from None
 
 
 class Helper:
@@ -511,7 +530,7 @@ class Helper:
                 raise Failure("EROFS", f"{path}: the data folder is read-only")
             target = resolved
         try:
-            os.makedirs(posixpath.dirname(target), exist_ok=True)
+            _make_dirs(posixpath.dirname(target))
             if os.path.isdir(target):
                 raise Failure("EISDIR", f"{path}: is a folder, not a file")
             _write_atomic(target, data)
@@ -702,6 +721,10 @@ def serve(handler: object, inp, out) -> None:
         except OSError as exc:
             failure = _os_failure(exc, str(req.get("path", "")))
             reply, payload = {"ok": False, "errno": failure.code, "message": str(failure)}, b""
+        except (RecursionError, ValueError, MemoryError, UnicodeError) as exc:
+            # Whatever odd input the agent left (a path thousands of folders deep...) must not
+            # end the helper: the request fails and says why.
+            reply, payload = {"ok": False, "errno": "EINVAL", "message": f"{req.get('path', '')}: {exc}"}, b""
         reply["n"] = len(payload)
         body = json.dumps(reply).encode()
         out.write(_HEADER.pack(len(body)) + body)

@@ -53,6 +53,7 @@ class ExecResult(BaseModel):
     shell_restarted: bool = False
     restart_reason: str | None = None
     saved_capped: bool = False  # the saved full output stops at the sandbox's max_saved_output_bytes
+    error: str | None = None  # why the command could not be run at all (what the sandbox said)
 
     @property
     def output(self) -> str:

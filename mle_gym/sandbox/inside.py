@@ -78,7 +78,10 @@ class InsideSandbox(Sandbox):
         """Kill every process of the agent's, the helper included (it runs as the agent)."""
 
     def _tick(self) -> None:
-        """Runs about once a second while a command runs; may raise `LimitBreached`."""
+        """Runs every `_tick_every_s()` while a command runs; may raise `LimitBreached`."""
+
+    def _tick_every_s(self) -> float:
+        return 1.0
 
     def _check_after_step(self, duration_s: float) -> None:
         """Runs after each operation; backends check their limits here."""
@@ -147,12 +150,15 @@ class InsideSandbox(Sandbox):
             "max_output_bytes": max_output_bytes, "max_saved_bytes": self.max_saved_output_bytes,
         }
         try:
-            reply, data = helper.request(request, timeout_s=timeout_s + EXEC_GRACE_S, tick=self._tick)
+            reply, data = helper.request(request, timeout_s=timeout_s + EXEC_GRACE_S, tick=self._tick,
+                                         tick_every_s=self._tick_every_s())
         except LimitBreached as breach:
             self.breach = breach.kind
             self._replace_helper()
             return ExecResult(head="", exit_code=None, duration_s=time.monotonic() - started, shell_restarted=True,
                               restart_reason=breach.message)
+        except HelperFailure as failure:  # the helper refused the request: say so, the shell lives on
+            return ExecResult(head="", exit_code=None, duration_s=time.monotonic() - started, error=str(failure))
         except HelperGoneError as exc:
             timed_out = time.monotonic() - started >= timeout_s
             self._replace_helper()

@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -82,7 +83,7 @@ class LocalSandbox(InsideSandbox):
         assert self._workspace is not None
         for name in ("submission", "code", "logs"):
             folder = self._workspace / name
-            shutil.rmtree(folder, ignore_errors=True)  # fd-based: links inside are not followed
+            _remove_tree(folder)
             if folder.is_symlink() or folder.exists():
                 folder.unlink()
             folder.mkdir()
@@ -115,8 +116,16 @@ class LocalSandbox(InsideSandbox):
             self._drop_helper()
         finally:
             if self._workspace is not None:
-                shutil.rmtree(self._workspace, ignore_errors=True)
+                _remove_tree(self._workspace)
                 self._workspace = None
+
+
+def _remove_tree(folder: Path) -> None:
+    """rmtree (fd-based: links inside are not followed); `rm -rf` for trees too deep for its recursion."""
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+    except RecursionError:
+        subprocess.run(["rm", "-rf", "--one-file-system", str(folder)], check=False)
 
 
 def _kill(pid: int) -> None:

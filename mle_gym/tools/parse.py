@@ -318,7 +318,8 @@ def parse_action(action: Any) -> ParsedCall:
     if not isinstance(data.get("function"), dict) and not _is(data.get("type"), "tool_use"):
         extra = [k for k in data if not (isinstance(k, str) and k in ("name", "arguments", "id", "type"))]
         if extra:
-            shown = ", ".join(safe_repr(k) for k in extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+            shown = ", ".join(safe_repr(k) for k in extra[:5])
+            shown += f" and {len(extra) - 5} more" if len(extra) > 5 else ""
             raise ToolCallError("invalid_action", f"unexpected key(s) [{shown}] in the tool call. {_FORMS}")
     if not isinstance(name, str) or not name:
         raise ToolCallError("invalid_action", f"the tool call has no tool name (got {_shown(data)}). {_FORMS}")
@@ -338,5 +339,6 @@ def parse_action(action: Any) -> ParsedCall:
     try:
         args = TOOL_ARGS[name].model_validate(arguments)
     except ValidationError as exc:
-        raise ToolCallError("invalid_arguments", f"bad arguments for {name}: {_problems(exc)}. Usage: {usage(name)}") from None
+        raise ToolCallError("invalid_arguments",
+                            f"bad arguments for {name}: {_problems(exc)}. Usage: {usage(name)}") from None
     return ParsedCall(name=name, args=args, id=call_id if isinstance(call_id, str) else None)

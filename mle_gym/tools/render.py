@@ -25,18 +25,26 @@ def cap_text(text: str, max_chars: int, *, saved_path: str | None = None, total:
 def render_exec(result: ExecResult, *, timeout_s: float, max_chars: int, code_dir: str) -> str:
     """The observation of a bash call."""
     if result.truncated:
-        shown_bytes = len(result.head.encode("utf-8", "surrogatepass")) + len(result.tail.encode("utf-8", "surrogatepass"))
-        omitted = result.total_bytes - shown_bytes
+        shown = (result.head + result.tail).encode("utf-8", "surrogatepass")  # a lone surrogate must not raise
+        omitted = result.total_bytes - len(shown)
+        if result.saved_path is None:
+            where = "the full output could not be saved (the logs folder is not usable)"
+        elif result.saved_capped:
+            where = f"its start is saved in {result.saved_path} (output beyond the sandbox's cap is not kept)"
+        else:
+            where = f"the full output is in {result.saved_path}"
         body = (
             result.head
             + f"\n\n[... output truncated: {result.total_bytes:,} bytes in all, {max(omitted, 0):,} bytes not shown; "
-            f"the full output is in {result.saved_path} ...]\n\n"
+            f"{where} ...]\n\n"
             + result.tail
         )
     else:
         body, _ = cap_text(result.head, max_chars)
     body = printable(body, nul=False)  # backends decode with "replace"; this holds for any that may not
     lines = [body.rstrip("\n")] if body.strip() else ["(no output)"]
+    if result.error is not None:
+        lines.append(f"[the command could not be run: {printable(result.error, nul=False)}]")
     if result.timed_out:
         lines.append(
             f"[the command timed out after {timeout_s:g} s and was killed with its child processes; "

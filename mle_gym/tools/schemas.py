@@ -147,11 +147,15 @@ class ListDirArgs(_Args):
 
 
 class ValidateSubmissionArgs(_Args):
-    path: SandboxPath | None = Field(default=None, description="Submission file to check (default: the submission path).")
+    path: SandboxPath | None = Field(
+        default=None, description="Submission file to check (default: the submission path)."
+    )
 
 
 class SubmitArgs(_Args):
-    path: SandboxPath | None = Field(default=None, description="Submission file to grade (default: the submission path).")
+    path: SandboxPath | None = Field(
+        default=None, description="Submission file to grade (default: the submission path)."
+    )
 
 
 TOOL_ARGS: dict[str, type[_Args]] = {

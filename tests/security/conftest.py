@@ -19,7 +19,7 @@ tests short:
 - `host_canary`: a world-writable host folder in the test's tmp_path whose snapshot must not change.
 
 Knobs (environment variables): MLE_GYM_SECURITY_STEP_GUARD_S (default 120),
-MLE_GYM_SECURITY_DISK_GUARD_GB (2), MLE_GYM_SECURITY_RACE_SCALE (1.0: multiplies the race test's
+MLE_GYM_SECURITY_DISK_GUARD_GB (4), MLE_GYM_SECURITY_RACE_SCALE (1.0: multiplies the race test's
 loop counts).
 """
 
@@ -49,7 +49,9 @@ COMPETITION_ID = "aerial-cactus-identification"
 # A sample dataset of these tests' own: they plant a canary file in its private folder.
 SAMPLE_SEED = 11
 STEP_GUARD_S = float(os.environ.get("MLE_GYM_SECURITY_STEP_GUARD_S", "120"))
-HOST_DISK_GUARD_BYTES = int(float(os.environ.get("MLE_GYM_SECURITY_DISK_GUARD_GB", "2")) * 2**30)
+# Loose on purpose: other work on a shared machine also uses its disk. The flood tests assert
+# their own, tighter bound.
+HOST_DISK_GUARD_BYTES = int(float(os.environ.get("MLE_GYM_SECURITY_DISK_GUARD_GB", "4")) * 2**30)
 
 # Run as root inside a container when a step hangs or floods the host: end every process that
 # is not root's, let a host-side reader of a FIFO see end-of-file, and empty big files, so that
@@ -127,6 +129,16 @@ class Episode:
     @property
     def unwrapped(self) -> Any:
         return self.env.unwrapped
+
+    # -- the host's disk (for the flood tests) --------------------------------------------------
+    @staticmethod
+    def host_free() -> dict[str, int]:
+        """Free bytes of the host's temp folder and Docker's root, now."""
+        return free_bytes()
+
+    def host_drop(self, before: dict[str, int]) -> int:
+        """The most the host's free disk fell since `before`, now or during any guarded call."""
+        return max(worst_drop(before, free_bytes()), self.max_disk_drop)
 
     # -- the guard ---------------------------------------------------------------------------
     def container_names(self) -> list[str]:
@@ -223,19 +235,23 @@ class Episode:
         assert not worker.is_alive(), "env.close() did not return within 180 s"
 
 
-def between(text: str, start: str, end: str) -> str:
-    """The text between two markers a command echoed (empty when they are missing)."""
-    head, found, rest = text.partition(start)
-    if not found:
-        return ""
-    return rest.partition(end)[0]
-
-
 @pytest.fixture
 def open_episode(docker_image: str, containers_of_this_run) -> Iterator[Callable[..., Episode]]:
     """open_episode(**env options) -> a reset Episode; all are closed after the test, none may leak."""
+    from mle_gym.errors import DockerUnavailableError
+
+    def ours() -> set[str]:
+        # Listing races with Docker removing a container (auto_remove): the daemon then answers
+        # 404 for one it just listed. Ask again.
+        for _ in range(10):
+            try:
+                return set(containers_of_this_run())
+            except DockerUnavailableError:
+                time.sleep(0.3)
+        return set(containers_of_this_run())
+
     opened: list[Episode] = []
-    before = set(containers_of_this_run())
+    before = ours()
 
     def open_(**options: Any) -> Episode:
         options = {"data": "sample", "sandbox": "docker", "sample_seed": SAMPLE_SEED, "image": docker_image,
@@ -250,10 +266,10 @@ def open_episode(docker_image: str, containers_of_this_run) -> Iterator[Callable
     for episode in opened:
         episode.close()
     deadline = time.monotonic() + 60
-    left = set(containers_of_this_run()) - before
+    left = ours() - before
     while left and time.monotonic() < deadline:
         time.sleep(0.5)
-        left = set(containers_of_this_run()) - before
+        left = ours() - before
     assert not left, f"containers left behind by this test's envs after close(): {sorted(left)}"
 
 
@@ -288,7 +304,8 @@ class Answers:
             canary = self.leaked(text)
             if canary is not None:
                 at = text.find(canary)
-                pytest.fail(f"{where} holds private answers ({canary[:80]!r}): ...{text[max(at - 300, 0):at + 300]!r}...",
+                context = text[max(at - 300, 0) : at + 300]
+                pytest.fail(f"{where} holds private answers ({canary[:80]!r}): ...{context!r}...",
                             pytrace=False)
 
     def perfect_submission(self) -> str:

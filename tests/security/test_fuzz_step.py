@@ -14,13 +14,12 @@ and timeouts are capped, so an example is quick; submit and budget ends are foll
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import pytest
 
-hypothesis = pytest.importorskip("hypothesis", reason="the fuzz tests need hypothesis (pip install -e '.[dev]')")
+pytest.importorskip("hypothesis", reason="the fuzz tests need hypothesis (pip install -e '.[dev]')")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -77,7 +76,11 @@ _bad_names = st.one_of(
 _paths = st.one_of(
     st.lists(_plain_name, min_size=1, max_size=4).map("/".join),
     st.lists(st.one_of(_plain_name, _bad_names), min_size=1, max_size=3).map("/".join),
-    st.integers(min_value=MAX_PATH_BYTES // 4 + 1, max_value=1_500).map(lambda n: "/".join(["abc"] * n)),  # > 4096 bytes
+    st.integers(min_value=MAX_PATH_BYTES // 4 + 1, max_value=1_500).map(lambda n: "/".join(["abc"] * n)),  # > 4,096 B
+    # Legal but awkward: names near NAME_MAX, paths near PATH_MAX, folders hundreds deep.
+    st.integers(min_value=200, max_value=MAX_NAME_BYTES).map(lambda n: "m" * n),
+    st.integers(min_value=3_900, max_value=MAX_PATH_BYTES).map(lambda n: (("n" * 254 + "/") * 17)[:n].rstrip("/")),
+    st.integers(min_value=50, max_value=500).map(lambda n: "/".join(["d"] * n)),
     st.sampled_from(["/", "/etc/passwd", "../../etc/passwd", "/proc/self/environ", "submission/submission.csv",
                      "./", "a//b", "/dev/null"]),
     _text,
@@ -144,9 +147,10 @@ def _tool_calls(draw: st.DrawFn) -> Any:
     if encoding == "object":
         return call
     try:
-        text = json.dumps(call)
+        text = json.dumps(call, ensure_ascii=encoding == "json")
     except (ValueError, RecursionError):
         return call
+    # As bytes, lone surrogates become byte sequences that are not UTF-8.
     return text if encoding == "json" else text.encode("utf-8", "surrogatepass")
 
 
@@ -160,7 +164,7 @@ _actions = st.one_of(
     st.integers(min_value=33, max_value=20_000).map(lambda n: _deep_json_text(n, "[")),
     st.integers(min_value=33, max_value=20_000).map(lambda n: _deep_json_text(n, "{")),
     _huge_int_text.map(lambda d: '{"name": "read_file", "arguments": {"path": "a", "start_line": ' + d + "}}"),
-    _huge_int_text.map(lambda d: '{"name": "bash", "arguments": "{\\"command\\": \\"true\\", \\"timeout_s\\": ' + d + '}"}'),
+    _huge_int_text.map(lambda d: json.dumps({"name": "bash", "arguments": '{"command": "ls", "timeout_s": %s}' % d})),
     _huge_int.map(lambda n: {"name": "read_file", "arguments": {"path": "a", "start_line": n}}),
     # Big, but not past MAX_ACTION_CHARS: a failing example is printed whole (test_oversized_actions
     # covers the cap itself).
@@ -297,16 +301,24 @@ def fresh_env():
         env.close()
 
 
-@pytest.mark.xfail(reason="sandbox: write_file's temporary '.<name>.mle-tmp' exceeds NAME_MAX for names of "
-                          "247-255 bytes, and execute.py passes ENAMETOOLONG on as an OSError", strict=False)
+def test_relative_path_whose_absolute_form_is_too_long(local_episode: _Episode) -> None:
+    """4,079 bytes pass validation; prefixed with the code folder they exceed PATH_MAX: a tool error."""
+    local_episode.reset()
+    path = "/".join(["n" * 254] * 16)
+    assert len(path) == 4_079
+    for action in ({"name": "write_file", "arguments": {"path": path, "content": "x"}},
+                   {"name": "read_file", "arguments": {"path": path}},
+                   {"name": "list_dir", "arguments": {"path": path}}):
+        obs, info = local_episode.step(action)
+        assert info["tool_error"]["type"] in TOOL_ERROR_TYPES, obs
+
+
 def test_write_file_with_a_255_byte_name(fresh_env: gym.Env) -> None:
     obs, *_, info = fresh_env.step({"name": "write_file", "arguments": {"path": "m" * MAX_NAME_BYTES, "content": "x"}})
     assert "tool_error" not in info, obs
 
 
-@pytest.mark.xfail(reason="sandbox/execute.py: a relative path under 4,096 bytes whose absolute form is longer "
-                          "fails with ENAMETOOLONG, which execute.py passes on as an OSError", strict=False)
-def test_relative_path_just_under_the_limit(fresh_env: gym.Env) -> None:
-    path = "/".join(["dd"] * 1360)  # 4,079 bytes; the code folder's prefix takes it past PATH_MAX
+def test_write_file_a_thousand_folders_deep(fresh_env: gym.Env) -> None:
+    path = "/".join(["d"] * 1_000)  # 1,999 bytes: a legal path
     obs, *_, info = fresh_env.step({"name": "write_file", "arguments": {"path": path, "content": "x"}})
-    assert info.get("tool_error", {}).get("type") in (None, "invalid_arguments"), obs
+    assert info.get("tool_error", {}).get("type") in (None, "file_error", "invalid_arguments"), obs

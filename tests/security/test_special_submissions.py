@@ -55,7 +55,8 @@ def _assert_reason(kind: str, reason: str | None, where: str) -> None:
     words = KINDS[kind][1]
     assert reason, f"{kind}: {where} gave no reason for the invalid submission"
     if words:
-        assert any(w in reason.lower() for w in words), f"{kind}: {where}'s reason does not say what was found: {reason!r}"
+        assert any(w in reason.lower() for w in words), (
+            f"{kind}: {where}'s reason does not say what was found: {reason!r}")
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -78,3 +79,26 @@ def test_special_file_submissions_are_invalid_promptly(open_episode, kind: str) 
     grade = submitted.info["grade"]
     assert submitted.terminated and grade["valid_submission"] is False and submitted.reward == 0.0, grade
     _assert_reason(kind, grade["reason"], "submit")
+
+
+SPECIAL_FILES = (
+    "mkfifo /home/code/fifo && ln -s /dev/zero /home/code/zero && ln -s /dev/urandom /home/code/urandom && "
+    "truncate -s 50G /home/code/sparse && "
+    "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"/home/code/sock\")'"
+)
+
+
+@pytest.mark.parametrize("name", ["fifo", "zero", "urandom", "sparse", "sock"])
+def test_file_tools_on_special_files_answer_promptly(open_episode, name: str) -> None:
+    episode = open_episode(command_timeout_s=60)
+    episode.sh(SPECIAL_FILES)
+    path = f"/home/code/{name}"
+    for tool, arguments in [("read_file", {"path": path}),
+                            ("read_file", {"path": path, "start_line": 1, "end_line": 2}),
+                            ("edit_file", {"path": path, "old": "a", "new": "b"}),
+                            ("list_dir", {"path": path}),
+                            ("validate_submission", {"path": path})]:
+        result = episode.tool(tool, **arguments)  # the guard fails a hang
+        assert "tool_error" in result.info or "not valid" in result.observation.lower(), (
+            f"{tool} on {name} was not refused: {result.observation[:300]!r}")
+    assert episode.bash("echo ok").observation.startswith("ok")

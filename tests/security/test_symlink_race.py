@@ -103,7 +103,8 @@ def test_symlink_swaps_never_lead_a_tool_out_of_the_sandbox(
         results.append(episode.tool("list_dir", path="/home/code/race/data"))
         results.append(episode.tool("write_file", path=f"/home/code/race/out/written-{i % 7}.txt", content="planted\n"))
         results.append(episode.tool("write_file", path="/home/code/race/data/planted.txt", content="planted\n"))
-        results.append(episode.tool("edit_file", path="/home/code/race/out/canary.txt", old="REPLACE_ME", new="REPLACE_ME"))
+        results.append(episode.tool("edit_file", path="/home/code/race/out/canary.txt",
+                                    old="REPLACE_ME", new="REPLACE_ME"))
         if i % 100 == 0:
             answers.assert_not_in(episode.seen)
     for i in range(VALIDATE_ROUNDS):

@@ -214,3 +214,11 @@ def test_printable_and_safe_repr() -> None:
             raise ValueError("no")
 
     assert safe_repr(Broken()).startswith("<")
+
+
+def test_tool_error_types_match_their_literal() -> None:
+    import typing
+
+    from mle_gym.tools.schemas import ToolErrorType
+
+    assert tuple(typing.get_args(ToolErrorType)) == TOOL_ERROR_TYPES
