@@ -1,4 +1,4 @@
-"""Where agent commands run: one interface, a pexpect shell session, and local and Docker backends."""
+"""Where agent commands run: one interface, the in-sandbox helper that runs them (agentd), local and Docker backends."""
 
 from __future__ import annotations
 

@@ -175,10 +175,6 @@ class Shell:
                     pass
         self.pid = self.master = self.log_fd = -1
 
-    def kill_everything(self) -> None:
-        if self.pid > 0:
-            killtree.kill_all(self.pid)
-
     # -- the pty -----------------------------------------------------------------------
     def _send(self, text: str) -> None:
         data = text.encode("utf-8", "surrogateescape")
@@ -595,13 +591,6 @@ class Helper:
                     "it?)"}, b""
         return {"found": True, "problem": None, "size": len(data)}, data
 
-    def op_hidden_bytes(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
-        """Bytes held by deleted files that the agent's processes keep open (invisible to a folder walk)."""
-        return {"bytes": _deleted_open_bytes(os.getuid())}, b""
-
-    def op_kill_all(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
-        self.shell.kill_everything()
-        return {}, b""
 
 class Warden:
     """Runs as root in a container, beside the helper: measures what the agent wrote, ends its processes.
