@@ -56,14 +56,15 @@ def _cmd_gc(args: argparse.Namespace) -> int:
 
     removed = gc_local_workspaces(all_=args.all)
     try:
-        from mle_gym.sandbox.docker import gc_containers
+        from mle_gym.sandbox.docker import gc_containers, gc_data_images
 
         removed += gc_containers(all_=args.all)
+        removed += gc_data_images(older_than_s=0 if args.all else 7 * 24 * 3600)
     except DockerUnavailableError as exc:
         print(f"mle-gym: Docker not reachable, only local workspaces were collected ({exc})", file=sys.stderr)
     for name in removed:
         print(f"removed {name}")
-    print(f"{len(removed)} container(s) and workspace(s) removed", file=sys.stderr)
+    print(f"{len(removed)} container(s), workspace(s) and data image(s) removed", file=sys.stderr)
     return 0
 
 
@@ -90,6 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--rebuild-base", action="store_true", help="redo debootstrap and the base import")
     b.set_defaults(func=_cmd_image_build)
 
-    p = sub.add_parser("gc", help="remove mle-gym containers and workspaces left behind by processes that died")
+    p = sub.add_parser("gc", help="remove mle-gym containers and workspaces left behind by processes that died, "
+                                  "and data images unused for a week (all unused ones with --all)")
     p.add_argument("--all", action="store_true", help="remove every mle-gym container and workspace, also of live processes")
     p.set_defaults(func=_cmd_gc)

@@ -84,8 +84,22 @@ def containers_of_this_run():
 
 @pytest.fixture(scope="session", autouse=True)
 def _no_leaked_containers(_docker_problem: str | None):
-    """After the whole run, no container made by this process may be left."""
+    """After the whole run, no container made by this process may be left; the data images it built go."""
+    before = _data_images() if _docker_problem is None else set()
     yield
     if _docker_problem is None:
         leaked = our_containers()
+        from mle_gym.sandbox.docker import gc_data_images
+
+        gc_data_images(older_than_s=0, keep=before)  # the data images of this run's throwaway datasets
         assert not leaked, f"containers leaked by this test run: {leaked}"
+
+
+def _data_images() -> set[str]:
+    import docker
+
+    client = docker.from_env()
+    try:
+        return {tag for image in client.images.list(name="mle-gym-data") for tag in image.tags}
+    finally:
+        client.close()

@@ -802,4 +802,34 @@ def gc_containers(all_: bool = False) -> list[str]:
     return removed
 
 
-__all__ = ["DockerSandbox", "DockerSandboxConfig", "gc_containers", "list_containers", "parse_size"]
+def gc_data_images(*, older_than_s: float = 7 * 24 * 3600, keep: set[str] | None = None) -> list[str]:
+    """Remove data images (`mle-gym-data:*`) no container uses, built more than `older_than_s` ago.
+
+    A data image is a copy of a prepared public folder; a new one is built when the folder or the
+    sandbox image changes, so old ones only take disk. Returns the removed tags.
+    """
+    client = _connect()
+    removed: list[str] = []
+    try:
+        in_use = {c.image.id for c in client.containers.list(all=True) if c.image is not None}
+        now = time.time()
+        for image in client.images.list(name=DATA_REPO):
+            if image.id in in_use or set(image.tags) & (keep or set()):
+                continue
+            created = _dt.datetime.fromisoformat(image.attrs["Created"][:19]).replace(tzinfo=_dt.timezone.utc)
+            if now - created.timestamp() < older_than_s:
+                continue
+            try:
+                client.images.remove(image.id, force=False)
+            except docker.errors.APIError as exc:
+                log.debug("could not remove %s: %s", image.tags, exc)
+                continue
+            removed += image.tags
+    except _DOCKER_ERRORS as exc:
+        raise DockerUnavailableError(f"could not list or remove data images: {exc}") from exc
+    finally:
+        client.close()
+    return removed
+
+
+__all__ = ["DockerSandbox", "DockerSandboxConfig", "gc_containers", "gc_data_images", "list_containers"]
