@@ -381,10 +381,13 @@ class Helper:
 
     def _real(self, path: str, *, follow_last: bool = True) -> str:
         """The path with its links resolved here, refused if that leaves the sandbox folders."""
-        if follow_last:
-            real = os.path.realpath(path)
-        else:
-            real = posixpath.join(os.path.realpath(posixpath.dirname(path)), posixpath.basename(path))
+        try:
+            if follow_last:
+                real = os.path.realpath(path)
+            else:
+                real = posixpath.join(os.path.realpath(posixpath.dirname(path)), posixpath.basename(path))
+        except OSError:  # a link swapped for a folder (or back) while it was being resolved
+            raise Failure("EAGAIN", f"{path}: the path changed while it was being resolved; try again") from None
         if not self._under(real, self.roots):
             raise Failure("EXDEV", f"{path}: a symbolic link leads out of the sandbox folders")
         return real
@@ -562,7 +565,10 @@ class Helper:
         path, cap = req["path"], int(req["max_bytes"])
         if not os.path.lexists(path):
             return {"found": False, "problem": None}, b""
-        real = os.path.realpath(path)
+        try:
+            real = os.path.realpath(path)
+        except OSError:
+            return {"found": True, "problem": "it changed while it was being resolved (links being swapped?)"}, b""
         if not self._under(real, self.writable):
             return {"found": True, "problem": "it is a symbolic link that leads out of the submission, code and "
                     "logs folders"}, b""
@@ -602,6 +608,7 @@ class Warden:
     def __init__(self, config: dict) -> None:
         self.roots: list[str] = config["writable"]
         self.uid = int(config["uid"])
+        self.by_size = _fuse_devices()
 
     def op_hello(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
         return {"pid": os.getpid(), "shell_pid": 0, "uid": os.getuid()}, b""
@@ -617,7 +624,7 @@ class Warden:
             stack = [root]
             if not stat.S_ISDIR(top.st_mode):
                 stack = []
-                total += top.st_blocks * 512
+                total += _bytes_used(top, self.by_size)
             while stack:
                 folder = stack.pop()
                 try:
@@ -634,10 +641,10 @@ class Warden:
                             continue
                         if info.st_nlink > 1:
                             seen.add((info.st_dev, info.st_ino))
-                        total += info.st_blocks * 512
+                        total += _bytes_used(info, self.by_size)
                         if stat.S_ISDIR(info.st_mode):
                             stack.append(entry.path)
-        return {"bytes": total + _deleted_open_bytes(self.uid)}, b""
+        return {"bytes": total + _deleted_open_bytes(self.uid, self.by_size)}, b""
 
     def op_kill(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
         """SIGKILL every process of the agent's uid, until none is left."""
@@ -661,7 +668,7 @@ class Warden:
         return {"killed": killed}, b""
 
 
-def _deleted_open_bytes(uid: int | None) -> int:
+def _deleted_open_bytes(uid: int | None, by_size: frozenset = frozenset()) -> int:
     """Bytes of deleted files that processes (of `uid`, or any) hold open: a folder walk misses them."""
     total, seen = 0, set()
     me = os.getpid()
@@ -675,14 +682,44 @@ def _deleted_open_bytes(uid: int | None) -> int:
         except OSError:
             continue
         for fd in fds:
+            link = f"/proc/{name}/fd/{fd}"
             try:
-                info = os.stat(f"/proc/{name}/fd/{fd}")
+                info = os.stat(link)
+                # fuse-overlayfs keeps a link count of 1 on a deleted file: the name tells
+                deleted = stat.S_ISREG(info.st_mode) and (info.st_nlink == 0 or os.readlink(link).endswith(" (deleted)"))
             except OSError:
                 continue
-            if stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and (info.st_dev, info.st_ino) not in seen:
+            if deleted and (info.st_dev, info.st_ino) not in seen:
                 seen.add((info.st_dev, info.st_ino))
-                total += info.st_blocks * 512
+                total += _bytes_used(info, by_size)
     return total
+
+
+def _bytes_used(info: os.stat_result, by_size: frozenset = frozenset()) -> int:
+    """Disk a file takes: its blocks, or at least its size on the devices in `by_size`.
+
+    fuse-overlayfs (Docker's storage driver on some hosts) stops updating a file's blocks while
+    it is being written, so a flood there would go unseen; on such a file system a file counts
+    at least at its size (a sparse file there counts in full).
+    """
+    blocks = info.st_blocks * 512
+    if info.st_dev in by_size and stat.S_ISREG(info.st_mode):
+        return max(blocks, info.st_size)
+    return blocks
+
+
+def _fuse_devices() -> frozenset:
+    """The device of the root file system when it is a FUSE one (fuse-overlayfs)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                left, _, right = line.partition(" - ")
+                fields = left.split()
+                if len(fields) > 4 and fields[4] == "/" and right.startswith("fuse"):
+                    return frozenset({os.stat("/").st_dev})
+    except OSError:
+        pass
+    return frozenset()
 
 
 def serve(handler: object, inp, out) -> None:

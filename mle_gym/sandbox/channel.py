@@ -83,33 +83,40 @@ class Transport:
         return ""
 
 
-def _wait_readable(fd: int, deadline: float, tick: Callable[[], None] | None, tick_every_s: float) -> None:
+def _wait(fd: int, events: int, deadline: float, tick: Callable[[], None] | None = None,
+          tick_every_s: float = 1.0) -> None:
+    """Block until `fd` is ready for `events`; poll(), not select(): descriptors past 1024 are fine."""
+    poller = select.poll()
+    poller.register(fd, events)
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             raise HelperGoneError("the sandbox helper did not answer in time")
-        ready, _, _ = select.select([fd], [], [], min(left, tick_every_s) if tick else left)
-        if ready:
+        wait = min(left, tick_every_s) if tick else left
+        if poller.poll(max(int(wait * 1000), 1)):
             return
         if tick is not None:
             tick()
 
 
+def _wait_readable(fd: int, deadline: float, tick: Callable[[], None] | None, tick_every_s: float) -> None:
+    _wait(fd, select.POLLIN | select.POLLHUP | select.POLLERR, deadline, tick, tick_every_s)
+
+
 def _send_all(fd: int, data: bytes, deadline: float) -> None:
     view = memoryview(data)
     while view:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise HelperGoneError("the sandbox helper stopped reading its requests")
-        _, ready, _ = select.select([], [fd], [], left)
-        if not ready:
-            continue
         try:
             view = view[os.write(fd, view) :]
-        except BlockingIOError:
             continue
+        except BlockingIOError:
+            pass
         except OSError as exc:
             raise HelperGoneError(f"the sandbox helper ended ({exc})") from exc
+        try:
+            _wait(fd, select.POLLOUT | select.POLLERR | select.POLLHUP, deadline)
+        except HelperGoneError:
+            raise HelperGoneError("the sandbox helper stopped reading its requests") from None
 
 
 class ProcessTransport(Transport):
@@ -196,19 +203,18 @@ class SocketTransport(Transport):
             raise HelperGoneError("the sandbox helper ended")
         view = memoryview(data)
         while view:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise HelperGoneError("the sandbox helper stopped reading its requests")
-            _, ready, _ = select.select([], [self._sock], [], left)
-            if not ready:
-                continue
             try:
                 view = view[self._sock.send(view) :]
-            except BlockingIOError:
                 continue
+            except BlockingIOError:
+                pass
             except OSError as exc:
                 self._eof = True
                 raise HelperGoneError(f"the sandbox helper ended ({exc})") from exc
+            try:
+                _wait(self._sock.fileno(), select.POLLOUT | select.POLLERR | select.POLLHUP, deadline)
+            except HelperGoneError:
+                raise HelperGoneError("the sandbox helper stopped reading its requests") from None
 
     def recv(self, deadline: float, tick: Callable[[], None] | None, tick_every_s: float) -> bytes:
         if self._sock is None:

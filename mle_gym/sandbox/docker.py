@@ -172,9 +172,9 @@ def _close_all_open() -> None:
         sandbox.close()
 
 
-def _connect(timeout_s: float = 60.0) -> docker.DockerClient:
+def _connect(timeout_s: float = 60.0, pool_size: int = 10) -> docker.DockerClient:
     try:
-        client = docker.from_env(timeout=int(max(timeout_s, 1)))
+        client = docker.from_env(timeout=int(max(timeout_s, 1)), max_pool_size=pool_size)
         client.ping()
     except _DOCKER_ERRORS as exc:
         host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
@@ -185,6 +185,21 @@ def _connect(timeout_s: float = 60.0) -> docker.DockerClient:
             "(the agent's commands run directly on this machine)."
         ) from exc
     return client
+
+
+_CLIENTS: dict[tuple[str, ...], docker.DockerClient] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def shared_client(timeout_s: float = 60.0) -> docker.DockerClient:
+    """One Docker client per process (and daemon address): hundreds of sandboxes share its pool."""
+    key = tuple(os.environ.get(k, "") for k in ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"))
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = _connect(timeout_s, pool_size=64)  # episodes, spares and removals call at once
+            _CLIENTS[key] = client
+        return client
 
 
 # -- the data image ----------------------------------------------------------------------
@@ -351,12 +366,7 @@ class DockerSandbox(InsideSandbox):
             except (concurrent.futures.TimeoutError, *_DOCKER_ERRORS) as exc:
                 log.warning("removing an old container did not finish: %s (`mle-gym gc` will)", exc)
         self._retiring.clear()
-        if self._client is not None:
-            try:
-                self._client.close()
-            except _DOCKER_ERRORS as exc:
-                log.debug("closing the Docker client: %s", exc)
-            self._client = None
+        self._client = None  # the process's shared client stays open for the other sandboxes
 
     def _check_open(self) -> None:
         if self._closed:
@@ -372,25 +382,19 @@ class DockerSandbox(InsideSandbox):
                 f"the public data folder {self._data_dir} does not exist; expected a prepared "
                 "competition's public folder (prepare the competition first)."
             )
-        client = _connect(cfg.start_timeout_s)
+        client = shared_client(cfg.start_timeout_s)
         try:
             self._image_id = client.images.get(cfg.image).id
         except docker.errors.ImageNotFound:
-            client.close()
             raise ImageNotFoundError(
                 f"the sandbox image {cfg.image!r} is not in the local Docker engine. Build it with "
                 "`mle-gym image build --offline` (no registry needed) or `mle-gym image build` "
                 "(GPU image, needs internet), or pass image=... naming an image you have."
             ) from None
         except _DOCKER_ERRORS as exc:
-            client.close()
             raise DockerUnavailableError(f"could not look up image {cfg.image!r} in the Docker daemon: {exc}") from exc
-        try:
-            self._device_requests, _ = self._resolve_gpus(client)
-            self._data_image = ensure_data_image(client, cfg.image, self._image_id, self._data_dir)
-        except BaseException:
-            client.close()
-            raise
+        self._device_requests, _ = self._resolve_gpus(client)
+        self._data_image = ensure_data_image(client, cfg.image, self._image_id, self._data_dir)
         self._client = client
         _OPEN.add(self)
 
@@ -413,9 +417,11 @@ class DockerSandbox(InsideSandbox):
         # several times slower. The host never opens them: it only names them in this config.
         mounts = [docker.types.Mount(target, None, type="volume")
                   for target in (CONTAINER_PATHS.submission, CONTAINER_PATHS.code, CONTAINER_PATHS.logs)]
+        # SYS_PTRACE lets root's warden read the agent's /proc/<pid>/fd (deleted files it holds
+        # open count towards the disk limit); the agent is never root and has no capability.
         host: dict[str, Any] = dict(
             init=True, network_mode=cfg.network, security_opt=["no-new-privileges"], auto_remove=True,
-            mounts=mounts,
+            mounts=mounts, cap_add=["SYS_PTRACE"],
         )
         if cfg.cpus is not None:
             host["nano_cpus"] = int(cfg.cpus * 1e9)

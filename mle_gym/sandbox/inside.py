@@ -233,8 +233,12 @@ class InsideSandbox(Sandbox):
         except SandboxPathError as exc:
             return FetchResult(found=False, problem=str(exc))
         dest.parent.mkdir(parents=True, exist_ok=True)
-        with open(dest, "wb") as sink:
-            reply, _ = self._file_call({"op": "fetch", "path": agent_path, "max_bytes": max_bytes}, sink=sink)
+        try:
+            with open(dest, "wb") as sink:
+                reply, _ = self._call({"op": "fetch", "path": agent_path, "max_bytes": max_bytes}, sink=sink)
+        except HelperFailure as failure:  # what the file system said of the agent's path
+            dest.unlink(missing_ok=True)
+            return FetchResult(found=True, problem=f"{agent_path}: it could not be read ({failure})")
         if not reply["found"]:
             dest.unlink(missing_ok=True)
             return FetchResult(found=False)

@@ -7,7 +7,7 @@ validate_submission and (in fresh episodes) submit through those paths, thousand
 A host that resolves a path and then opens it (check, then use) loses this race now and then;
 a host that never opens a path the agent can write cannot lose it.
 
-Loop counts scale with MLE_GYM_SECURITY_RACE_SCALE (default 1: about a minute).
+Loop counts scale with MLE_GYM_SECURITY_RACE_SCALE (default 1: under a minute).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 RACE_SCALE = float(os.environ.get("MLE_GYM_SECURITY_RACE_SCALE", "1"))
 FILE_ROUNDS = max(int(500 * RACE_SCALE), 1)  # each: read_file, list_dir, 2 x write_file, edit_file
 VALIDATE_ROUNDS = max(int(60 * RACE_SCALE), 1)  # validation runs a grading child: slower
-SUBMIT_EPISODES = max(int(6 * RACE_SCALE), 1)
+SUBMIT_EPISODES = max(int(20 * RACE_SCALE), 1)
 
 # Exchanges each pair "a:b" of paths, forever (until its time is up): renameat2(RENAME_EXCHANGE)
 # through ctypes, atomic; where that fails, a rename ping-pong through a third name.
