@@ -769,7 +769,7 @@ def list_containers(client: docker.DockerClient | None = None) -> list[Any]:
     own = client is None
     client = client or _connect()
     try:
-        return client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+        return client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, ignore_removed=True)
     except _DOCKER_ERRORS as exc:
         raise DockerUnavailableError(f"could not list containers: {exc}") from exc
     finally:
