@@ -40,6 +40,7 @@ def worker(n: int) -> dict[str, float]:
 
     env = gym.make("mle/aerial-cactus", data="sample", sandbox="docker", max_steps=100_000)
     env.reset(seed=0)
+    time.sleep(3.0)  # let a warm spare finish starting: measure the steady state, not its start-up
     sandbox = env.unwrapped.sandbox
     ctr = sandbox.container_id
     child = pexpect.spawn("docker", ["exec", "-it", "-u", "1000:1000", ctr, "bash", "--noprofile", "--norc",

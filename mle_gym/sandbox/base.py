@@ -60,6 +60,26 @@ class ExecResult(BaseModel):
         return self.head + self.tail
 
 
+class TextSlice(BaseModel):
+    """Lines of a text file as read_file shows them: whole, or the head and tail of the range."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    size: int
+    """The file's size in bytes."""
+    too_large: bool = False
+    binary: bool = False
+    past_end: bool = False
+    lines: int = 0
+    """How many lines the file has."""
+    chars: int = 0
+    """How many characters the range has."""
+    head: str = ""
+    """The range, or its first characters when `tail` is set."""
+    tail: str = ""
+    """The range's last characters, when it was too long to send whole."""
+
+
 class FetchResult(BaseModel):
     """What copying a submission out of the sandbox found."""
 
@@ -108,6 +128,11 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def read_file(self, path: str, *, max_bytes: int | None = None) -> tuple[bytes, int]:
         """Return up to `max_bytes` of the file and its full size."""
+
+    @abc.abstractmethod
+    def read_text(self, path: str, *, start_line: int | None, end_line: int | None, max_file_bytes: int,
+                  keep_chars: int) -> TextSlice:
+        """Lines `start_line`..`end_line` of a text file, at most `keep_chars` from each end of the range."""
 
     @abc.abstractmethod
     def write_file(self, path: str, data: bytes) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mle_gym.errors import SandboxError, SandboxPathError, ShellDiedError
-from mle_gym.sandbox.base import DirEntry, ExecResult, FetchResult, Sandbox, SandboxPaths
+from mle_gym.sandbox.base import DirEntry, ExecResult, FetchResult, Sandbox, SandboxPaths, TextSlice
 from mle_gym.sandbox.channel import HelperChannel, HelperFailure, HelperGoneError, Transport
 
 log = logging.getLogger(__name__)
@@ -218,6 +218,18 @@ class InsideSandbox(Sandbox):
     def read_file(self, path: str, *, max_bytes: int | None = None) -> tuple[bytes, int]:
         reply, data = self._file_call({"op": "read", "path": self.resolve(path), "max_bytes": max_bytes})
         return data, int(reply["size"])
+
+    def read_text(self, path: str, *, start_line: int | None, end_line: int | None, max_file_bytes: int,
+                  keep_chars: int) -> TextSlice:
+        """Only what an observation can show travels: the file is cut to lines where it lives."""
+        reply, data = self._file_call({"op": "read_lines", "path": self.resolve(path), "start_line": start_line,
+                                       "end_line": end_line, "max_bytes": max_file_bytes, "keep_chars": keep_chars})
+        head_len = int(reply.get("head", 0))
+        return TextSlice(
+            size=int(reply["size"]), too_large=bool(reply.get("too_large")), binary=bool(reply.get("binary")),
+            past_end=bool(reply.get("past_end")), lines=int(reply.get("lines", 0)), chars=int(reply.get("chars", 0)),
+            head=data[:head_len].decode("utf-8", "replace"), tail=data[head_len:].decode("utf-8", "replace"),
+        )
 
     def write_file(self, path: str, data: bytes) -> None:
         self._file_call({"op": "write", "path": self.resolve(path)}, data)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from mle_gym.errors import SandboxPathError
 from mle_gym.sandbox.base import Sandbox
 from mle_gym.tools.parse import ParsedCall, ToolCallError
-from mle_gym.tools.render import cap_text, render_exec
+from mle_gym.tools.render import cap_text, join_capped, render_exec
 from mle_gym.tools.schemas import (
     BashArgs,
     EditFileArgs,
@@ -57,12 +57,6 @@ def _error_from_os(exc: OSError, path: str) -> ToolCallError:
     # Whatever else the file system said (a loop of links, a full disk...) is the agent's to see.
     return ToolCallError("file_error", f"{path}: {exc.strerror or exc}")
 
-
-def _decode_text(data: bytes, path: str) -> str:
-    if b"\x00" in data[:8192]:
-        raise ToolCallError("binary_file", f"{path} is a binary file ({len(data):,} bytes read); "
-                                           "inspect it with bash, e.g. `xxd FILE | head` or Python")
-    return data.decode("utf-8", "replace")
 
 
 class ToolExecutor:
@@ -113,23 +107,40 @@ class ToolExecutor:
         resolved = self.sandbox.resolve(path)
         data, size = self.sandbox.read_file(resolved, max_bytes=MAX_TEXT_FILE_BYTES + 1)
         if size > MAX_TEXT_FILE_BYTES:
-            raise ToolCallError("file_too_large", f"{path} has {size:,} bytes, more than this tool handles "
-                                f"({MAX_TEXT_FILE_BYTES:,}); use bash (head, sed -n, python) instead")
-        return resolved, _decode_text(data, path)
+            raise self._too_large(path, size)
+        if b"\x00" in data[:8192]:
+            raise self._binary(path, len(data))
+        return resolved, data.decode("utf-8", "replace")
+
+    @staticmethod
+    def _too_large(path: str, size: int) -> ToolCallError:
+        return ToolCallError("file_too_large", f"{path} has {size:,} bytes, more than this tool handles "
+                             f"({MAX_TEXT_FILE_BYTES:,}); use bash (head, sed -n, python) instead")
+
+    @staticmethod
+    def _binary(path: str, size: int) -> ToolCallError:
+        return ToolCallError("binary_file", f"{path} is a binary file ({size:,} bytes read); "
+                             "inspect it with bash, e.g. `xxd FILE | head` or Python")
 
     def _read_file(self, args: ReadFileArgs, _time_left: float | None) -> ToolResult:
         if args.start_line and args.end_line and args.end_line < args.start_line:
             raise ToolCallError("invalid_arguments", f"end_line ({args.end_line}) is before start_line ({args.start_line})")
-        resolved, text = self._read_text(args.path)
-        lines = text.splitlines(keepends=True)
-        first = args.start_line or 1
-        last = args.end_line or len(lines)
-        if lines and first > len(lines):
-            raise ToolCallError("invalid_arguments", f"{args.path} has {len(lines)} lines; start_line {first} is past the end")
-        chunk = "".join(lines[first - 1 : last])
-        shown, truncated = cap_text(chunk, self.max_output_chars)
+        resolved = self.sandbox.resolve(args.path)
+        part = self.sandbox.read_text(resolved, start_line=args.start_line, end_line=args.end_line,
+                                      max_file_bytes=MAX_TEXT_FILE_BYTES, keep_chars=self.max_output_chars)
+        if part.too_large:
+            raise self._too_large(args.path, part.size)
+        if part.binary:
+            raise self._binary(args.path, part.size)
+        if part.past_end:
+            raise ToolCallError("invalid_arguments",
+                                f"{args.path} has {part.lines} lines; start_line {args.start_line} is past the end")
+        if part.tail:
+            shown, truncated = join_capped(part.head, part.tail, self.max_output_chars, part.chars), True
+        else:
+            shown, truncated = cap_text(part.head, self.max_output_chars)
         if truncated:
-            shown += f"\n[the file has {len(lines):,} lines; read a smaller range with start_line and end_line]"
+            shown += f"\n[the file has {part.lines:,} lines; read a smaller range with start_line and end_line]"
         return ToolResult(tool="read_file", observation=shown if shown else "(empty file)", output_truncated=truncated)
 
     def _write_file(self, args: WriteFileArgs, _time_left: float | None) -> ToolResult:

@@ -15,11 +15,16 @@ def cap_text(text: str, max_chars: int, *, saved_path: str | None = None, total:
     text = printable(text, nul=False)
     if len(text) <= max_chars:
         return text, False
+    return join_capped(text, text, max_chars, total if total is not None else len(text), saved_path=saved_path), True
+
+
+def join_capped(head: str, tail: str, max_chars: int, total: int, *, saved_path: str | None = None) -> str:
+    """The first and last `max_chars // 2` characters of a text of `total` characters, with a notice."""
+    head, tail = printable(head, nul=False), printable(tail, nul=False)
     half = max(max_chars // 2, 1)
     where = f"; the full output is in {saved_path}" if saved_path else ""
-    size = total if total is not None else len(text)
-    notice = f"\n\n[... output truncated: {size:,} characters in all, showing the first and last {half:,}{where} ...]\n\n"
-    return text[:half] + notice + text[-half:], True
+    notice = f"\n\n[... output truncated: {total:,} characters in all, showing the first and last {half:,}{where} ...]\n\n"
+    return head[:half] + notice + tail[-half:]
 
 
 def render_exec(result: ExecResult, *, timeout_s: float, max_chars: int, code_dir: str) -> str:
