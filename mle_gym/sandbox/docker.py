@@ -490,7 +490,10 @@ class DockerSandbox(InsideSandbox):
         """Learn the agent's uid and gid and the GPUs a container gets, in one exec as root."""
         cfg = self.config
         script = 'set -e; id -u "$1"; id -g "$1"; ls -d /dev/nvidia[0-9]* 2>/dev/null || true'
-        code, out = self._exec_quiet(box, ["sh", "-c", script, "sh", cfg.agent_user], user="root")
+        for _ in range(3):  # Docker may hand back an exec's output empty (a known race): ask again
+            code, out = self._exec_quiet(box, ["sh", "-c", script, "sh", cfg.agent_user], user="root")
+            if code != 0 or out.strip():
+                break
         lines = out.decode("utf-8", "replace").split()
         if code != 0 or len(lines) < 2 or not (lines[0].isdigit() and lines[1].isdigit()):
             raise SandboxStartError(
