@@ -12,7 +12,6 @@ The figures that matter are the ratios. Usage: python bench/bench_docker_step.py
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import subprocess
