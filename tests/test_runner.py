@@ -117,3 +117,12 @@ def test_default_jobs_is_capped_by_cpus_and_episodes(monkeypatch: pytest.MonkeyP
     assert default_jobs(2, 10) == 2
     assert default_jobs(None, 3) == 3
     assert default_jobs(0, 0) == 1
+
+
+def test_concurrent_docker_episodes_share_the_memory() -> None:
+    from mle_gym.runner import episode_memory_mib
+    from mle_gym.sandbox.docker import DockerSandboxConfig
+
+    one, four = episode_memory_mib(1), episode_memory_mib(4)
+    assert one == DockerSandboxConfig().memory_bytes() // 2**20  # "auto": 75% of the machine
+    assert abs(four - one / 4) <= 1 and episode_memory_mib(10**6) == 512  # never below 512 MiB

@@ -386,3 +386,22 @@ def test_no_container_of_this_run_is_left(sandbox: DockerSandbox, containers_of_
     while set(containers_of_this_run()) - set(sandbox.container_names()) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert set(containers_of_this_run()) <= set(sandbox.container_names())
+
+
+@pytest.mark.docker
+def test_gc_removes_unused_data_images_and_keeps_used_ones(tmp_path: Path, make_public, docker_image: str) -> None:
+    from mle_gym.sandbox.docker import gc_data_images
+
+    client = docker_client()
+    with DockerSandbox(make_public(tmp_path / "a"), DockerSandboxConfig(image=docker_image, warm_pool=False)) as used:
+        unused = DockerSandbox(make_public(tmp_path / "b"), DockerSandboxConfig(image=docker_image, warm_pool=False))
+        unused.start()
+        unused_tag = unused.describe()["data_image"]
+        unused.close()
+        used_tag = used.describe()["data_image"]
+        assert used_tag != unused_tag
+        removed = gc_data_images(older_than_s=0)
+        assert unused_tag in removed and used_tag not in removed
+        tags = {tag for image in client.images.list(name="mle-gym-data") for tag in image.tags}
+        assert used_tag in tags and unused_tag not in tags
+        assert run(used, "head -1 /home/data/train.csv").output == "id,label\n"
