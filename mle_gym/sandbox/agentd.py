@@ -497,19 +497,27 @@ class Helper:
         finally:
             os.close(fd)
 
-    def op_read(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
-        path = req["path"]
-        real = self._real(path)
+    def _open_regular(self, path: str) -> tuple[int, os.stat_result]:
+        """A descriptor on the regular file at `path` (resolved here), and its stat; the caller closes it."""
         try:
-            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            fd = os.open(self._real(path), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except OSError as exc:
             raise _os_failure(exc, path) from None
         try:
             info = os.fstat(fd)
-            if stat.S_ISDIR(info.st_mode):
-                raise Failure("EISDIR", f"{path}: is a folder, not a file")
-            if not stat.S_ISREG(info.st_mode):
-                raise Failure("EISDIR", f"{path}: not a regular file")
+        except OSError:
+            os.close(fd)
+            raise
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise Failure("EISDIR", f"{path}: " + ("is a folder, not a file" if stat.S_ISDIR(info.st_mode)
+                                                   else "not a regular file"))
+        return fd, info
+
+    def op_read(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
+        path = req["path"]
+        fd, info = self._open_regular(path)
+        try:
             limit = req.get("max_bytes")
             want = info.st_size if limit is None else min(info.st_size, int(limit))
             data = _read_fd(fd, want)
@@ -520,16 +528,8 @@ class Helper:
     def op_read_lines(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
         """A range of a text file's lines, cut here to what an observation can show (head and tail)."""
         path = req["path"]
-        real = self._real(path)
+        fd, info = self._open_regular(path)
         try:
-            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-        except OSError as exc:
-            raise _os_failure(exc, path) from None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise Failure("EISDIR", f"{path}: " + ("is a folder, not a file" if stat.S_ISDIR(info.st_mode)
-                                                       else "not a regular file"))
             if info.st_size > int(req["max_bytes"]):
                 return {"size": info.st_size, "too_large": True}, b""
             data = _read_fd(fd, int(req["max_bytes"]) + 1)

@@ -201,20 +201,7 @@ class SocketTransport(Transport):
     def send(self, data: bytes, deadline: float) -> None:
         if self._sock is None or self._eof:
             raise HelperGoneError("the sandbox helper ended")
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[self._sock.send(view) :]
-                continue
-            except BlockingIOError:
-                pass
-            except OSError as exc:
-                self._eof = True
-                raise HelperGoneError(f"the sandbox helper ended ({exc})") from exc
-            try:
-                _wait(self._sock.fileno(), select.POLLOUT | select.POLLERR | select.POLLHUP, deadline)
-            except HelperGoneError:
-                raise HelperGoneError("the sandbox helper stopped reading its requests") from None
+        _send_all(self._sock.fileno(), data, deadline)
 
     def recv(self, deadline: float, tick: Callable[[], None] | None, tick_every_s: float) -> bytes:
         if self._sock is None:
