@@ -25,7 +25,6 @@ import json
 import os
 import posixpath
 import pty
-import re
 import secrets
 import select
 import signal
@@ -45,6 +44,9 @@ MAX_INLINE_BYTES = 3000  # a pty line in canonical mode holds 4095 bytes; longer
 _HEADER = struct.Struct(">I")
 _MAX_HEADER = 1 << 24
 _FLOOD_POLL_S = 0.05
+# The end-of-command marker bash prints on the pty: one write (no leading newline: only markers
+# and bash's own notices reach the pty, so a marker never shares a line with command output).
+_MARKER_FORMAT = "'\\001%s %d %d\\002\\n'"
 
 
 def _quote(text: str) -> str:
@@ -99,8 +101,6 @@ def _os_failure(exc: OSError, path: str) -> Failure:
 
 class Shell:
     """The agent's persistent bash, on a pty of the helper's."""
-
-    _MARK = re.compile(rb"\x01([0-9a-f]{16}) (\d+) (-?\d+)\x02")
 
     def __init__(self, code_dir: str, log_path: str, env: dict[str, str]) -> None:
         self.code_dir = code_dir
@@ -186,24 +186,33 @@ class Shell:
         """Send one line that ends with a fresh marker; its exit status, or None."""
         self.counter += 1
         nonce = secrets.token_hex(8)
-        self._send(f"{body}; printf '\\n\\001%s %d %d\\002\\n' {nonce} {self.counter} $?\n")
+        self._send(f"{body}; printf {_MARKER_FORMAT} {nonce} {self.counter} $?\n")
         return self._wait(nonce, self.counter, time.monotonic() + timeout_s)
 
     def _wait(self, nonce: str, n: int, deadline: float, watch=None) -> int | None:
         """Read the pty until marker (nonce, n) shows; None at the deadline or if bash ended."""
-        want = nonce.encode()
+        want = b"\x01%s %d " % (nonce.encode(), n)
+        poller = select.poll()
+        poller.register(self.master, select.POLLIN)
         while True:
-            for match in self._MARK.finditer(self._buf):
-                if match.group(1) == want and int(match.group(2)) == n:
-                    self.said = self._buf[max(match.start() - 2000, 0) : match.start()]
-                    self._buf = self._buf[match.end() :]
-                    return int(match.group(3))
+            at = self._buf.find(want)
+            if at >= 0:
+                end = self._buf.find(b"\x02", at)
+                if end >= 0:
+                    code = self._buf[at + len(want) : end]
+                    self.said = self._buf[max(at - 2000, 0) : at]
+                    self._buf = self._buf[end + 1 :]
+                    try:
+                        return int(code)
+                    except ValueError:  # bash printed no status: treat it as a failure of the line
+                        return 1
             if len(self._buf) > 65536:
                 self._buf = self._buf[-4096:]
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            ready, _, _ = select.select([self.master], [], [], min(left, _FLOOD_POLL_S) if watch else left)
+            wait = min(left, _FLOOD_POLL_S) if watch else left
+            ready = poller.poll(max(int(wait * 1000), 1) if wait < 1e6 else None)
             if watch is not None:
                 watch()
             if not ready:
@@ -237,7 +246,7 @@ class Shell:
             line += "; __mle_s=$?; unset __mle_c"
         self.counter += 1
         n, nonce = self.counter, secrets.token_hex(8)
-        self._send(f"{line}; printf '\\n\\001%s %d %d\\002\\n' {nonce} {n} {status}\n")
+        self._send(f"{line}; printf {_MARKER_FORMAT} {nonce} {n} {status}\n")
         code = self._wait(nonce, n, time.monotonic() + timeout_s, watch)
         if code is not None:
             if code == 1 and b"Bad file descriptor" in self.said:
@@ -520,7 +529,7 @@ class Helper:
         try:
             limit = req.get("max_bytes")
             want = info.st_size if limit is None else min(info.st_size, int(limit))
-            data = _read_fd(fd, want)
+            data = _read_fd(fd, want, info.st_size)
         finally:
             os.close(fd)
         return {"size": info.st_size}, data
@@ -532,7 +541,7 @@ class Helper:
         try:
             if info.st_size > int(req["max_bytes"]):
                 return {"size": info.st_size, "too_large": True}, b""
-            data = _read_fd(fd, int(req["max_bytes"]) + 1)
+            data = _read_fd(fd, int(req["max_bytes"]) + 1, info.st_size)
         finally:
             os.close(fd)
         if b"\x00" in data[:8192]:
@@ -617,7 +626,7 @@ class Helper:
             if before.st_size > cap:
                 return {"found": True, "problem": f"it has {before.st_size:,} bytes, more than the "
                         f"{cap:,} allowed (max_submission_bytes)"}, b""
-            data = _read_fd(fd, cap + 1)
+            data = _read_fd(fd, cap + 1, before.st_size)
             after = os.fstat(fd)
         finally:
             os.close(fd)
@@ -806,10 +815,14 @@ def _kind(mode: int) -> str:
     return "a special file"
 
 
-def _read_fd(fd: int, limit: int) -> bytes:
+def _read_fd(fd: int, limit: int, expect: int | None = None) -> bytes:
+    """Up to `limit` bytes; `expect` (the size fstat gave) sizes the first read, so a small file
+    costs one read of its size rather than a megabyte-sized buffer."""
     parts, left = [], limit
+    step = 1 << 20 if expect is None else expect + 1
     while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
+        chunk = os.read(fd, min(left, step))
+        step = 1 << 20
         if not chunk:
             break
         parts.append(chunk)

@@ -252,12 +252,41 @@ def _as_mapping(action: Any) -> dict[Any, Any]:
     return action
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _flat_size(action: Any) -> int | None:
+    """The characters of a plain tool call ({"name": ..., "arguments": {...scalars}}) within the
+    caps, or None when the action needs the full walk (nested, large, or not plain dicts)."""
+    if type(action) is not dict or len(action) > 8:
+        return None
+    chars = 0
+    for key, value in action.items():
+        if type(key) is not str:
+            return None
+        chars += len(key)
+        if type(value) is dict:
+            if len(value) > 16:
+                return None
+            for k, v in value.items():
+                if type(k) is not str or not isinstance(v, _SCALARS):
+                    return None
+                chars += len(k) + (len(v) if type(v) is str else 0)
+        elif isinstance(value, _SCALARS):
+            chars += len(value) if type(value) is str else 0
+        else:
+            return None
+    return chars if chars <= MAX_ACTION_CHARS else None
+
+
 def _check_size(action: Any) -> None:
     """Refuse an action past MAX_DEPTH, MAX_NODES or MAX_ACTION_CHARS, without recursion.
 
     Python objects may be deep or even cyclic; depth-first order reaches the depth cap after at
     most MAX_DEPTH levels, and the node cap bounds the work however wide the structure is.
     """
+    if _flat_size(action) is not None:
+        return
     stack: list[tuple[Any, int]] = [(action, 1)]
     nodes = chars = 0
     while stack:
