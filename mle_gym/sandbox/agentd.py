@@ -910,8 +910,7 @@ def main() -> None:
     sys.stdout = sys.stderr  # nothing else may write to the protocol stream
     _no_dump()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the shell is not for us
-    if os.environ.get("MLE_NO_BIGPIPE") is None:
-        _widen_pipes()
+    _widen_pipes()
     raw = _read_exact(inp, _HEADER.size)
     if raw is None:
         return
