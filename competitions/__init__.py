@@ -32,13 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mle_gym.errors import CompetitionNotFoundError, GradingError
 from mle_gym.grading import GradeReport, LeaderboardFigures, grade_submission
 from mle_gym.grading.metrics import get_metric
-from mle_gym.grading.validation import (
-    align_to_answers,
-    check_columns,
-    check_ids,
-    check_numeric,
-    check_rows_sum_to_one,
-)
+from mle_gym.grading.validation import ColumnOrder, read_answers_csv, validate_standard
 
 HERE = Path(__file__).resolve().parent
 
@@ -77,9 +71,28 @@ class CompetitionMetadata(BaseModel):
     value_range: tuple[float, float] | None = Field(
         default=None, description="allowed range of numeric predictions, when the metric needs one"
     )
-    numeric_targets: bool = True
+    numeric_targets: bool = Field(
+        default=True, description="whether validation checks that the targets are finite numbers (within "
+        "value_range); false for text targets, and where the grader checks values only on the rows it scores"
+    )
     row_sum_tolerance: float | None = Field(
-        default=None, description="when set, each row of the target columns must sum to 1 within it"
+        default=None, description="when set, each row of the target columns must sum to 1 within it "
+        "(numpy.isclose's absolute tolerance; its relative one, 1e-5, applies too, as in MLE-bench)"
+    )
+    extra_columns: bool = Field(
+        default=True, description="whether a submission may hold columns besides the id and the targets "
+        "(some of MLE-bench's graders reject them)"
+    )
+    column_order: ColumnOrder = Field(
+        default="any", description="a column order the grader relies on: 'id first' or 'targets as listed'"
+    )
+    text_numbers: bool = Field(
+        default=False, description="a target cell pandas read as text still counts when Python's float() reads "
+        "it as a number (e.g. '1_0'), as the scikit-learn conversion in some of MLE-bench's graders has it"
+    )
+    rows_by_position: bool = Field(
+        default=False, description="the grader pairs rows with the answers by position, not by id: the "
+        "submission's ids must then be in the answers' (the sample submission's) order"
     )
     rules_url: str | None = None
 
@@ -156,21 +169,20 @@ class Competition:
                 f"the answers of {self.id} are missing: expected {path}. "
                 f"Prepare the data again (`mle-gym prepare {self.id}`)."
             )
-        return pd.read_csv(path, low_memory=False)
+        return read_answers_csv(path)
 
     def validate(self, submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
         custom = getattr(self.module, "validate", None)
         if custom is not None:
             return custom(submission, answers)
         meta = self.metadata
-        check_columns(submission, [meta.id_column, *meta.target_columns])
-        check_ids(submission, answers, meta.id_column)
-        if meta.numeric_targets:
-            low, high = meta.value_range if meta.value_range else (None, None)
-            check_numeric(submission, meta.target_columns, low=low, high=high)
-        if meta.row_sum_tolerance is not None:
-            check_rows_sum_to_one(submission, meta.target_columns, meta.id_column, tolerance=meta.row_sum_tolerance)
-        return align_to_answers(submission, answers, meta.id_column)
+        return validate_standard(
+            submission, answers, id_column=meta.id_column, target_columns=meta.target_columns,
+            value_range=meta.value_range, numeric_targets=meta.numeric_targets,
+            row_sum_tolerance=meta.row_sum_tolerance, extra_columns=meta.extra_columns,
+            column_order=meta.column_order, rows_by_position=meta.rows_by_position,
+            text_numbers=meta.text_numbers,
+        )
 
     def score(self, aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
         custom = getattr(self.module, "score", None)

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mle_gym.competitions import get_competition
 from mle_gym.errors import GradingError, InvalidSubmissionError
 from mle_gym.grading.report import GradeReport, invalid_report
-from mle_gym.grading.validation import read_submission_csv
+from mle_gym.grading.validation import read_submission_csv, run_validation
 
 log = logging.getLogger(__name__)
 
@@ -320,7 +320,7 @@ def _validate(request: dict[str, Any]) -> dict[str, Any]:
     try:
         submission = read_submission_csv(Path(request["submission"]))
         answers = comp.load_answers(Path(request["private"]))
-        comp.validate(submission, answers)
+        run_validation(comp.validate, submission, answers)
     except InvalidSubmissionError as exc:
         if _caused_by_memory(exc):
             return {"kind": "memory"}

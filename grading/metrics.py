@@ -24,8 +24,9 @@ from mle_gym.errors import InvalidSubmissionError
 Metric = Callable[[pd.DataFrame, pd.DataFrame, str, list[str]], float]
 """metric(submission, answers, id_column, target_columns) -> score; frames aligned by id."""
 
-LOG_LOSS_EPS = 1e-15
-"""Kaggle clips probabilities to [eps, 1 - eps] before taking logs."""
+LOG_LOSS_EPS = float(np.finfo(np.float64).eps)
+"""Probabilities are clipped to [eps, 1 - eps] before taking logs; eps is float64's, as in the
+scikit-learn log_loss that MLE-bench's graders call (Kaggle's own metric used 1e-15)."""
 
 _METRICS: dict[str, Metric] = {}
 
@@ -106,7 +107,11 @@ def mean_column_auc(y_true: np.ndarray | pd.DataFrame, y_score: np.ndarray | pd.
 
 def binary_log_loss(y_true: Sequence[float] | np.ndarray, y_prob: Sequence[float] | np.ndarray,
                     eps: float = LOG_LOSS_EPS) -> float:
-    """Mean negative log likelihood of 0/1 labels, probabilities clipped to [eps, 1 - eps]."""
+    """Mean negative log likelihood of 0/1 labels.
+
+    As scikit-learn computes it: the probability of the row's label (p for a 1, 1 - p for a 0)
+    is clipped to [eps, 1 - eps] before its log is taken.
+    """
     truth = np.asarray(y_true, dtype=float)
     prob = _float_array(y_prob, "probabilities")
     _require_same_length(truth, prob)
@@ -114,17 +119,20 @@ def binary_log_loss(y_true: Sequence[float] | np.ndarray, y_prob: Sequence[float
     labels = np.unique(truth)
     if not np.isin(labels, (0.0, 1.0)).all():
         raise ValueError(f"binary log loss needs 0/1 answers; found {labels[:5].tolist()}")
-    prob = np.clip(prob, eps, 1 - eps)
-    return float(-np.mean(truth * np.log(prob) + (1 - truth) * np.log1p(-prob)))
+    if len(labels) < 2:
+        raise ValueError("binary log loss needs both labels among the answers (scikit-learn refuses one)")
+    of_label = np.clip(np.where(truth == 1, prob, 1 - prob), eps, 1 - eps)
+    return float(np.mean(-np.log(of_label)))
 
 
 def multiclass_log_loss(probs: np.ndarray | pd.DataFrame, onehot: np.ndarray | pd.DataFrame,
                         eps: float = LOG_LOSS_EPS) -> float:
-    """Kaggle's multi-class log loss.
+    """Multi-class log loss as MLE-bench's scikit-learn call computes it.
 
-    Each submitted row is clipped to [eps, 1 - eps] and divided by its sum, then the score is
-    the mean over rows of -log(probability of the true class). `onehot` marks the true class
-    of each row with a 1 (exactly one per row).
+    Each submitted probability is clipped to [eps, 1 - eps] and the score is the mean over rows
+    of -log(clipped probability of the true class). Rows are not renormalised: the graders
+    check beforehand that each row sums to 1 (see check_rows_sum_to_one). `onehot` marks the
+    true class of each row with a 1 (exactly one per row).
     """
     p = _float_array(probs, "class probabilities")
     y = np.asarray(onehot, dtype=float)
@@ -142,25 +150,43 @@ def multiclass_log_loss(probs: np.ndarray | pd.DataFrame, onehot: np.ndarray | p
     if not onehot_ok.all():
         bad = int(np.flatnonzero(~onehot_ok)[0])
         raise ValueError(f"the answers must be one-hot (exactly one 1 per row); row {bad} is {y[bad].tolist()}")
-    clipped = np.clip(p, eps, 1 - eps)
-    # Normalising only the true-class cell is the same as normalising the whole row first.
-    true_prob = clipped[rows, truth] / clipped.sum(axis=1)
-    return float(-np.mean(np.log(true_prob)))
+    # Only the true class's cell counts (the others are multiplied by 0), so only it is clipped.
+    true_prob = np.clip(p[rows, truth], eps, 1 - eps)
+    return float(np.mean(-np.log(true_prob)))
+
+
+def _integer_classes(values: np.ndarray, what: str) -> np.ndarray:
+    """Float classes as int64; a float that does not survive the cast is not a class.
+
+    scikit-learn calls such a column continuous (a value that differs from its int64 cast,
+    which also catches values too large for int64) and refuses it.
+    """
+    if values.dtype.kind != "f":
+        return values.astype(np.int64)
+    with np.errstate(invalid="ignore"):
+        cast = values.astype(np.int64)
+    off = values != cast
+    if off.any():
+        raise InvalidSubmissionError(f"{what} must be integer classes; found {values[off][0].item()!r}")
+    return cast
 
 
 def quadratic_weighted_kappa(y_true: Sequence[int] | np.ndarray, y_pred: Sequence[int] | np.ndarray) -> float:
-    """Cohen's kappa with quadratic weights over the union of classes seen in answers and predictions."""
+    """Cohen's kappa with quadratic weights over the union of classes seen in answers and predictions.
+
+    The weights come from each class's rank in that union (scikit-learn's definition), so a
+    predicted class the answers never use still shifts the weights.
+    """
     truth = np.asarray(y_true)
     pred = _float_array(y_pred, "predicted classes")
     _require_same_length(truth, pred)
     _require_finite(pred, "predicted classes")
-    if not np.equal(pred, np.round(pred)).all():
-        example = pred[pred != np.round(pred)][0]
-        raise InvalidSubmissionError(f"quadratic weighted kappa needs integer classes; found {example}")
-    truth = np.asarray(truth, dtype=float)
-    if not np.equal(truth, np.round(truth)).all():
-        raise ValueError("quadratic weighted kappa needs integer classes among the answers")
-    value = skm.cohen_kappa_score(truth.astype(np.int64), pred.astype(np.int64), weights="quadratic")
+    pred = _integer_classes(pred, "predicted classes")
+    try:
+        truth = _integer_classes(np.asarray(truth, dtype=float), "answers")
+    except InvalidSubmissionError:
+        raise ValueError("quadratic weighted kappa needs integer classes among the answers") from None
+    value = skm.cohen_kappa_score(truth, pred, weights="quadratic")
     if not np.isfinite(value):
         # Both raters use one and the same class: the chance agreement is total and kappa is 0/0.
         raise ValueError("quadratic weighted kappa is undefined when answers and predictions hold one class")
@@ -175,13 +201,15 @@ def rmse(y_true: np.ndarray | Sequence[float], y_pred: np.ndarray | Sequence[flo
         raise ValueError(f"answers {truth.shape} and predictions {pred.shape} differ in shape")
     _require_same_length(truth, pred)
     _require_finite(pred, "predictions")
-    return float(np.sqrt(np.mean((truth - pred) ** 2)))
+    with np.errstate(over="ignore"):  # predictions near 1e200 make it infinite, as in scikit-learn
+        return float(np.sqrt(np.mean((truth - pred) ** 2)))
 
 
 def rmsle(y_true: np.ndarray | Sequence[float], y_pred: np.ndarray | Sequence[float], *, name: str = "target") -> float:
     """Root mean squared logarithmic error, sqrt(mean((log1p(pred) - log1p(true))^2))."""
+    raw = np.asarray(y_pred)
     truth = np.asarray(y_true, dtype=float)
-    pred = _float_array(y_pred, f"predictions of {name!r}")
+    pred = _float_array(raw, f"predictions of {name!r}")
     _require_same_length(truth, pred)
     _require_finite(pred, f"predictions of {name!r}")
     if (pred < 0).any():
@@ -191,15 +219,24 @@ def rmsle(y_true: np.ndarray | Sequence[float], y_pred: np.ndarray | Sequence[fl
         )
     if (truth <= -1).any():
         raise ValueError(f"RMSLE is undefined for answers <= -1 in {name!r}")
-    return float(np.sqrt(np.mean((np.log1p(pred) - np.log1p(truth)) ** 2)))
+    # numpy takes log1p of booleans (a True/False column) in float16; scikit-learn, as MLE-bench
+    # calls it, passes them through unconverted, so the score follows that arithmetic.
+    logged = np.log1p(raw) if raw.dtype == bool else np.log1p(pred)
+    return float(np.sqrt(np.mean((logged - np.log1p(truth)) ** 2)))
 
 
 def accuracy(y_true: Sequence[object] | np.ndarray, y_pred: Sequence[object] | np.ndarray) -> float:
-    """Share of rows whose prediction equals the answer, compared as stripped strings."""
-    truth = pd.Series(np.asarray(y_true, dtype=object)).astype(str).str.strip().to_numpy()
-    pred = pd.Series(np.asarray(y_pred, dtype=object)).astype(str).str.strip().to_numpy()
+    """Share of rows whose prediction equals the answer, compared as the values are.
+
+    Numbers compare as numbers (2.0 equals 2) and text as exact text (no stripping), as
+    scikit-learn's accuracy_score compares them; a number never equals a text.
+    """
+    truth, pred = np.asarray(y_true), np.asarray(y_pred)
     _require_same_length(truth, pred)
-    return float(np.mean(truth == pred))
+    if truth.dtype.kind in "iufb" and pred.dtype.kind in "iufb":
+        return float(np.mean(truth == pred))
+    # Python's == on each pair, which is what scikit-learn's comparison does for mixed values.
+    return float(np.mean(truth.astype(object) == pred.astype(object)))
 
 
 # -- registered metrics ----------------------------------------------------------------------
@@ -275,6 +312,6 @@ def mean_column_rmsle_metric(submission: pd.DataFrame, answers: pd.DataFrame, id
 
 @register_metric("accuracy", "multi-class-classification-accuracy")
 def accuracy_metric(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str, targets: list[str]) -> float:
-    """Share of rows whose first target equals the answer (as stripped strings)."""
+    """Share of rows whose first target equals the answer (see `accuracy`)."""
     target = targets[0]
     return accuracy(answers[target].to_numpy(), _columns(submission, [target], "submission")[target].to_numpy())

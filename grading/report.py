@@ -19,7 +19,7 @@ from mle_gym.grading.medals import (
     percentile_for_score,
     round_score,
 )
-from mle_gym.grading.validation import read_submission_csv
+from mle_gym.grading.validation import read_submission_csv, run_validation
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +30,13 @@ Scorer = Callable[[pd.DataFrame, pd.DataFrame], float]
 
 
 class GradeReport(BaseModel):
-    """Everything known about one graded submission."""
+    """Everything known about one graded submission.
 
-    model_config = ConfigDict(extra="forbid")
+    A valid submission's score can be infinite (RMSE of predictions near 1e200 overflows): MLE-bench
+    counts it valid too. It earns no medal and no percentile, and JSON holds it as "Infinity".
+    """
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     competition_id: str
     score: float | None
@@ -102,7 +106,7 @@ def grade_submission(
                               reason="no submission file was found")
     try:
         submission = read_submission_csv(submission_path)
-        aligned = validate(submission, answers)
+        aligned = run_validation(validate, submission, answers)
     except InvalidSubmissionError as exc:
         return invalid_report(competition_id, figures, sample_data=sample_data, reason=str(exc))
     try:
@@ -114,8 +118,10 @@ def grade_submission(
             f"the {competition_id} metric failed on a submission that passed validation: {exc!r}. "
             "This is a grader bug; please report it with the submission file."
         ) from exc
-    if not math.isfinite(raw):
-        return invalid_report(competition_id, figures, sample_data=sample_data,
-                              reason=f"the metric is not finite for this submission ({raw})")
+    if math.isnan(raw):
+        raise GradingError(
+            f"the {competition_id} metric gave NaN on a submission that passed validation. "
+            "This is a grader bug; please report it with the submission file."
+        )
     return _report(competition_id, figures, sample_data=sample_data, exists=True,
                    score=round_score(raw), reason=None)

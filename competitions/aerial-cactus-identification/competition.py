@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
-import zipfile
+import functools
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -11,34 +11,29 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import RawArchive, pack, read_csv, write_zip
+
 TARGET = "has_cactus"
-
-
-def _zip_folder(images: Path, archive: Path, arcname: str) -> None:
-    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED) as zf:
-        for path in sorted(images.iterdir()):
-            zf.write(path, f"{arcname}/{path.name}")
+TEST_SIZE = 0.19
+"""MLE-bench's hold-out share: about the size of Kaggle's own test set (4,000 of 21,500 tiles)."""
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
-    """Split Kaggle's labelled training tiles 90/10 (seed 0) into a new train and test set."""
-    labels = pd.read_csv(raw / "train.csv")
-    source = raw / "train"
-    if not source.is_dir():
-        raise FileNotFoundError(f"expected the extracted training tiles in {source}")
-    new_train, new_test = train_test_split(labels, test_size=0.1, random_state=0)
-    staging = private / ".staging"
-    for name, frame in (("train", new_train), ("test", new_test)):
-        folder = staging / name
-        folder.mkdir(parents=True)
-        for image_id in frame["id"]:
-            shutil.copyfile(source / image_id, folder / image_id)
-        _zip_folder(folder, public / f"{name}.zip", name)
-    shutil.rmtree(staging)
-    new_train.to_csv(public / "train.csv", index=False)
-    new_test.to_csv(private / "test.csv", index=False)
-    sample = new_test[["id"]].assign(**{TARGET: 0.5})
-    sample.to_csv(public / "sample_submission.csv", index=False)
+    """Hold out 19% of Kaggle's labelled tiles (seed 0); each split's tiles are zipped flat."""
+    with RawArchive(raw, "train.zip") as tiles:
+        present = set(tiles.names("train"))
+        old_train = read_csv(raw / "train.csv")
+        missing = [tile for tile in old_train["id"] if f"train/{tile}" not in present]
+        if missing:
+            raise FileNotFoundError(f"{len(missing)} tiles of train.csv are not in {tiles.archive} "
+                                    f"(nor extracted from it), e.g. {missing[:3]}")
+        new_train, new_test = train_test_split(old_train, test_size=TEST_SIZE, random_state=0)
+        new_train.to_csv(public / "train.csv", index=False)
+        new_test.to_csv(private / "test.csv", index=False)
+        new_test.assign(**{TARGET: 0.5}).to_csv(public / "sample_submission.csv", index=False)
+        for name, frame in (("train", new_train), ("test", new_test)):
+            write_zip(public / f"{name}.zip",
+                      [(tile, functools.partial(tiles.open, f"train/{tile}")) for tile in sorted(frame["id"])])
 
 
 def _tile(rng: np.random.Generator, cactus: bool) -> np.ndarray:
@@ -57,41 +52,33 @@ def _tile(rng: np.random.Generator, cactus: bool) -> np.ndarray:
     return np.clip(tile, 0, 255).astype(np.uint8)
 
 
-def generate_sample(public: Path, private: Path, seed: int, n_train: int = 800, n_test: int = 200) -> None:
-    """Synthetic tiles in the real layout: train.csv, train.zip, test.zip, sample_submission.csv."""
+def make_raw(raw: Path, seed: int, n: int = 120, n_hidden: int = 10, look_alikes: float = 0.0) -> None:
+    """Kaggle's download: train.csv, train.zip (train/<id>.jpg), test.zip (test/<id>.jpg), sample_submission.csv.
+
+    `look_alikes` is the share of tiles drawn as the other class, so that no model scores perfectly.
+    """
     rng = np.random.default_rng(seed)
-    n = n_train + n_test
     ids = [f"{rng.integers(0, 2**63):016x}{rng.integers(0, 2**63):016x}.jpg" for _ in range(n)]
     labels = (rng.random(n) < 0.75).astype(int)  # the real data is about three quarters cactus
-    shown = labels.copy()
-    flip = rng.random(n) < 0.03  # a few tiles look like the other class: no perfect score
-    shown[flip] = 1 - shown[flip]
-    frame = pd.DataFrame({"id": ids, TARGET: labels})
-    staging = private / ".staging"
-    for name, part, offset in (("train", frame.iloc[:n_train], 0), ("test", frame.iloc[n_train:], n_train)):
-        folder = staging / name
-        folder.mkdir(parents=True)
-        for i, image_id in enumerate(part["id"]):
-            Image.fromarray(_tile(rng, bool(shown[offset + i]))).save(folder / image_id, quality=95)
-        _zip_folder(folder, public / f"{name}.zip", name)
-    shutil.rmtree(staging)
-    frame.iloc[:n_train].to_csv(public / "train.csv", index=False)
-    test = frame.iloc[n_train:]
-    test.to_csv(private / "test.csv", index=False)
-    test[["id"]].assign(**{TARGET: 0.5}).to_csv(public / "sample_submission.csv", index=False)
-
-
-def make_raw(raw: Path, seed: int, n: int = 120) -> None:
-    """Files shaped like Kaggle's extracted download (train.csv, train/, test/, sample_submission.csv)."""
-    rng = np.random.default_rng(seed)
-    ids = [f"{rng.integers(0, 2**63):016x}{rng.integers(0, 2**63):016x}.jpg" for _ in range(n)]
-    labels = (rng.random(n) < 0.75).astype(int)
+    shown = np.where(rng.random(n) < look_alikes, 1 - labels, labels)
     (raw / "train").mkdir()
     (raw / "test").mkdir()
-    for image_id, label in zip(ids, labels):
-        Image.fromarray(_tile(rng, bool(label))).save(raw / "train" / image_id)
+    for image_id, label in zip(ids, shown):
+        Image.fromarray(_tile(rng, bool(label))).save(raw / "train" / image_id, quality=95)
     pd.DataFrame({"id": ids, TARGET: labels}).to_csv(raw / "train.csv", index=False)
-    hidden = [f"{i:032x}.jpg" for i in range(10)]
+    hidden = [f"{i:032x}.jpg" for i in range(n_hidden)]
     for image_id in hidden:
-        Image.fromarray(_tile(rng, False)).save(raw / "test" / image_id)
+        Image.fromarray(_tile(rng, bool(rng.random() < 0.75))).save(raw / "test" / image_id, quality=95)
     pd.DataFrame({"id": hidden, TARGET: 0.5}).to_csv(raw / "sample_submission.csv", index=False)
+    pack(raw, "train.zip", raw / "train")
+    pack(raw, "test.zip", raw / "test")
+
+
+def generate_sample(public: Path, private: Path, seed: int) -> None:
+    """A synthetic download of 1,052 tiles (3% look-alikes), split exactly as `prepare` splits the real one.
+
+    1,052 tiles make the 19% hold-out exactly 200 tiles, the test-set size the episode tests expect.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        make_raw(Path(tmp), seed, n=1052, n_hidden=0, look_alikes=0.03)
+        prepare(Path(tmp), public, private)

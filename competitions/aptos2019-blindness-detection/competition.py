@@ -11,13 +11,15 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import read_csv
+
 ID, TARGET = "id_code", "diagnosis"
 GRADE_SHARES = [0.49, 0.10, 0.27, 0.05, 0.09]  # roughly the real grade distribution
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of Kaggle's labelled training photos (seed 0) as the new test set."""
-    old_train = pd.read_csv(raw / "train.csv", dtype={ID: str})
+    old_train = read_csv(raw / "train.csv")
     new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
     for folder, frame in (("train_images", new_train), ("test_images", new_test)):
         (public / folder).mkdir()

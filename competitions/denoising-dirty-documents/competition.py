@@ -2,42 +2,49 @@
 
 from __future__ import annotations
 
-import shutil
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import IO
 
 import numpy as np
 import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import RawArchive, pack
 
-def pixel_frame(image: Path) -> pd.DataFrame:
-    """One row per pixel: id `<image stem>_<row>_<col>` (1-based, row-major) and grey value in [0, 1]."""
+
+def pixel_frame(image: Path | IO[bytes], stem: str) -> pd.DataFrame:
+    """One row per pixel: id `<stem>_<row>_<col>` (1-based, row-major) and grey value in [0, 1]."""
     array = np.asarray(Image.open(image).convert("L"), dtype=float) / 255.0
     rows, cols = array.shape
     r, c = np.divmod(np.arange(rows * cols), cols)
-    ids = [f"{image.stem}_{i + 1}_{j + 1}" for i, j in zip(r.tolist(), c.tolist())]
+    ids = [f"{stem}_{i + 1}_{j + 1}" for i, j in zip(r.tolist(), c.tolist())]
     return pd.DataFrame({"id": ids, "value": array.ravel()})
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 20% of Kaggle's training scans (seed 0); their clean versions become pixel answers."""
-    scans = sorted((raw / "train").glob("*.png"))
-    if not scans:
-        raise FileNotFoundError(f"expected the training scans (*.png) in {raw / 'train'}")
-    _, test_scans = train_test_split(scans, test_size=0.2, random_state=0)
-    test_names = {p.name for p in test_scans}
-    for folder in ("train", "test", "train_cleaned"):
-        (public / folder).mkdir()
-    for scan in scans:
-        shutil.copyfile(scan, public / ("test" if scan.name in test_names else "train") / scan.name)
-    for clean in sorted((raw / "train_cleaned").glob("*.png")):
-        if clean.name not in test_names:
-            shutil.copyfile(clean, public / "train_cleaned" / clean.name)
-    answers = pd.concat(
-        [pixel_frame(raw / "train_cleaned" / name) for name in sorted(test_names)], ignore_index=True
-    )
+    with RawArchive(raw, "train.zip") as dirty, RawArchive(raw, "train_cleaned.zip") as cleaned:
+        scans = [n for n in dirty.names("train") if n.endswith(".png")]
+        if not scans:
+            raise FileNotFoundError(f"expected the training scans (train/*.png) in {raw / 'train.zip'}")
+        _, test_scans = train_test_split(scans, test_size=0.2, random_state=0)
+        test_names = {PurePosixPath(n).name for n in test_scans}
+        for folder in ("train", "test", "train_cleaned"):
+            (public / folder).mkdir()
+        for scan in scans:
+            name = PurePosixPath(scan).name
+            dirty.copy(scan, public / ("test" if name in test_names else "train") / name)
+        for clean in cleaned.names("train_cleaned"):
+            name = PurePosixPath(clean).name
+            if clean.endswith(".png") and name not in test_names:
+                cleaned.copy(clean, public / "train_cleaned" / name)
+        frames = []
+        for name in sorted(test_names):
+            with cleaned.open(f"train_cleaned/{name}") as handle:
+                frames.append(pixel_frame(handle, PurePosixPath(name).stem))
+    answers = pd.concat(frames, ignore_index=True)
     answers.to_csv(private / "answers.csv", index=False)
     answers.assign(value=1).to_csv(public / "sampleSubmission.csv", index=False)
 
@@ -69,7 +76,8 @@ def _save(array: np.ndarray, path: Path) -> None:
 
 
 def make_raw(raw: Path, seed: int, n: int = 15, n_hidden: int = 3) -> None:
-    """Files shaped like Kaggle's extracted download: train/, train_cleaned/, test/, sampleSubmission.csv."""
+    """Kaggle's download: train.zip, train_cleaned.zip and test.zip (each holding its folder of PNGs) and
+    sampleSubmission.csv.zip."""
     rng = np.random.default_rng(seed)
     for folder in ("train", "train_cleaned", "test"):
         (raw / folder).mkdir()
@@ -83,9 +91,11 @@ def make_raw(raw: Path, seed: int, n: int = 15, n_hidden: int = 3) -> None:
             _save(clean, raw / "train_cleaned" / f"{name}.png")
         else:
             _save(dirty, raw / "test" / f"{name}.png")
-    hidden = [pixel_frame(p) for p in sorted((raw / "test").glob("*.png"))]
+    hidden = [pixel_frame(p, p.stem) for p in sorted((raw / "test").glob("*.png"))]
     frame = pd.concat(hidden, ignore_index=True) if hidden else pd.DataFrame({"id": [], "value": []})
     frame.assign(value=1).to_csv(raw / "sampleSubmission.csv", index=False)
+    for name in ("train", "train_cleaned", "test", "sampleSubmission.csv"):
+        pack(raw, f"{name}.zip", raw / name)
 
 
 def generate_sample(public: Path, private: Path, seed: int) -> None:

@@ -2,8 +2,8 @@
 
 Kaggle published the test labels, so MLE-bench does not split: the labelled test set becomes the
 answers and its text the public test set. There is no id column; rows are keyed by the comment
-text, which may repeat, so a submission is matched to the answers comment by comment, the n-th
-copy of a comment to the n-th copy.
+text, which may repeat, so a submission is matched to the answers comment by comment, copies of
+a comment paired as MLE-bench's sort pairs them.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mle_gym.competitions.helpers import read_csv
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.validation import check_columns, check_numeric
 
@@ -25,7 +26,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     """Public: train.csv, test.csv (Date, Comment), sample_submission_null.csv; private: the labelled test."""
     shutil.copyfile(raw / "train.csv", public / "train.csv")
     shutil.copyfile(raw / "test_with_solutions.csv", private / "test.csv")
-    labelled = pd.read_csv(private / "test.csv")
+    labelled = read_csv(private / "test.csv")
     gold = labelled[[TARGET, "Date", KEY]]
     gold.to_csv(private / "gold_submission.csv", index=False)
     gold.drop(columns=[TARGET]).to_csv(public / "test.csv", index=False)
@@ -38,24 +39,42 @@ def _keyed(frame: pd.DataFrame) -> pd.MultiIndex:
     return pd.MultiIndex.from_arrays([text, text.groupby(text).cumcount()])
 
 
+def _sort_order(comments: pd.Series) -> np.ndarray:
+    """The rows in the order MLE-bench's sort by comment puts them, repeats included.
+
+    pandas 2 sorts text with numpy's quicksort over Python strings, which is not stable: the
+    order among copies of a comment depends on where they stand. The same call here gives the
+    same order (pandas 3 would sort its own string type another way).
+    """
+    return np.argsort(comments.to_numpy(dtype=object), kind="quicksort")
+
+
 def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
-    """Columns Comment and Insult, the test comments exactly (with their repeats), probabilities in [0, 1]."""
+    """Columns Comment and Insult, the test comments exactly (with their repeats), probabilities in [0, 1].
+
+    As in MLE-bench, both files are sorted by comment and paired row by row, so copies of a
+    repeated comment pair up as that sort leaves them.
+    """
     check_columns(submission, [KEY, TARGET])
     if len(submission) != len(answers):
         raise InvalidSubmissionError(f"expected {len(answers)} rows (one per test comment), found {len(submission)}")
     if submission[KEY].isna().any():
         raise InvalidSubmissionError(f"{int(submission[KEY].isna().sum())} row(s) have an empty {KEY!r}")
-    sub_keys, ans_keys = _keyed(submission), _keyed(answers)
-    unknown = sub_keys.difference(ans_keys)
-    if len(unknown):
+    check_numeric(submission, [TARGET], low=0.0, high=1.0)
+    try:
+        sub_order, ans_order = _sort_order(submission[KEY]), _sort_order(answers[KEY])
+    except TypeError:  # numbers among the text (pandas types a big file in chunks of rows)
+        raise InvalidSubmissionError(f"expected text in every row of {KEY!r}; found numbers among it") from None
+    if (submission[KEY].to_numpy(dtype=object)[sub_order] != answers[KEY].to_numpy(dtype=object)[ans_order]).any():
+        unknown = _keyed(submission).difference(_keyed(answers))
         shown = ", ".join(repr(text[:40]) for text, _ in unknown[:3])
         raise InvalidSubmissionError(
             f"{len(unknown)} row(s) do not match a test comment (the {KEY!r} column must copy test.csv "
             f"exactly, repeats included), e.g. {shown}"
         )
-    check_numeric(submission, [TARGET], low=0.0, high=1.0)
-    aligned = submission.set_index(sub_keys).loc[ans_keys].reset_index(drop=True)
-    return aligned
+    rows = np.empty(len(answers), dtype=np.intp)
+    rows[ans_order] = sub_order
+    return submission.take(rows).reset_index(drop=True)
 
 
 _NEUTRAL = (

@@ -2,49 +2,39 @@
 
 from __future__ import annotations
 
-import shutil
 import tempfile
-import zipfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-
-def zip_flat(folder: Path, archive: Path) -> None:
-    """Zip a folder's files at the archive's top level (no folder inside), as MLE-bench does.
-
-    Fixed timestamps and sorted names keep the archive identical from run to run.
-    """
-    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(folder.iterdir()):
-            info = zipfile.ZipInfo(path.name, date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, path.read_bytes())
+from mle_gym.competitions.helpers import RawArchive, pack, zip_flat
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of Kaggle's 25,000 labelled photos (seed 0) as numbered test photos."""
-    photos = sorted((raw / "train").glob("*.jpg"))
-    if not photos:
-        raise FileNotFoundError(f"expected the labelled photos (cat.N.jpg, dog.N.jpg) in {raw / 'train'}")
-    train_photos, test_photos = train_test_split(photos, test_size=0.1, random_state=0)
-    (public / "train").mkdir()
-    counters = {"cat": 0, "dog": 0}
-    for photo in train_photos:
-        kind = "cat" if "cat" in photo.name else "dog"
-        shutil.copyfile(photo, public / "train" / f"{kind}.{counters[kind]}.jpg")
-        counters[kind] += 1
-    (public / "test").mkdir()
-    for number, photo in enumerate(test_photos, start=1):
-        shutil.copyfile(photo, public / "test" / f"{number}.jpg")
-    # MLE-bench ships both the folders and zips of them
+    with RawArchive(raw, "train.zip") as labelled:
+        photos = [n for n in labelled.names("train") if n.endswith(".jpg")]
+        if not photos:
+            raise FileNotFoundError(
+                f"expected the labelled photos (train/cat.N.jpg, train/dog.N.jpg) in {raw / 'train.zip'}")
+        train_photos, test_photos = train_test_split(photos, test_size=0.1, random_state=0)
+        (public / "train").mkdir()
+        counters = {"cat": 0, "dog": 0}
+        for photo in train_photos:
+            kind = "cat" if "cat" in PurePosixPath(photo).name else "dog"
+            labelled.copy(photo, public / "train" / f"{kind}.{counters[kind]}.jpg")
+            counters[kind] += 1
+        (public / "test").mkdir()
+        for number, photo in enumerate(test_photos, start=1):
+            labelled.copy(photo, public / "test" / f"{number}.jpg")
+    # MLE-bench ships both the folders and flat zips of them
     zip_flat(public / "train", public / "train.zip")
     zip_flat(public / "test", public / "test.zip")
     ids = list(range(1, len(test_photos) + 1))
-    pd.DataFrame({"id": ids, "label": [int("dog" in p.name) for p in test_photos]}).to_csv(
+    pd.DataFrame({"id": ids, "label": [int("dog" in PurePosixPath(p).name) for p in test_photos]}).to_csv(
         private / "answers.csv", index=False
     )
     pd.DataFrame({"id": ids, "label": 0.5}).to_csv(public / "sample_submission.csv", index=False)
@@ -66,7 +56,7 @@ def _photo(rng: np.random.Generator, dog: bool, size: int = 24) -> np.ndarray:
 
 
 def make_raw(raw: Path, seed: int, n: int = 80, n_hidden: int = 5) -> None:
-    """Files shaped like Kaggle's extracted download: train/ (cat.N.jpg, dog.N.jpg), test/, sample_submission.csv."""
+    """Kaggle's download: train.zip (train/cat.N.jpg, train/dog.N.jpg), test.zip (test/N.jpg), sample_submission.csv."""
     rng = np.random.default_rng(seed)
     (raw / "train").mkdir()
     (raw / "test").mkdir()
@@ -79,6 +69,8 @@ def make_raw(raw: Path, seed: int, n: int = 80, n_hidden: int = 5) -> None:
     for number in range(1, n_hidden + 1):
         Image.fromarray(_photo(rng, bool(rng.random() < 0.5))).save(raw / "test" / f"{number}.jpg", quality=90)
     pd.DataFrame({"id": range(1, n_hidden + 1), "label": 0.5}).to_csv(raw / "sample_submission.csv", index=False)
+    pack(raw, "train.zip", raw / "train")
+    pack(raw, "test.zip", raw / "test")
 
 
 def generate_sample(public: Path, private: Path, seed: int) -> None:

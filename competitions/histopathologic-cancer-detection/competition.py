@@ -14,7 +14,7 @@ from sklearn.model_selection import train_test_split
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out labelled patches in the proportion Kaggle's test set had to the whole (seed 0)."""
-    old_train = pd.read_csv(raw / "train_labels.csv", dtype={"id": str})
+    old_train = pd.read_csv(raw / "train_labels.csv")  # MLE-bench parses this one with the default floats
     n_test = len(list((raw / "test").glob("*.tif")))
     test_ratio = n_test / (len(old_train) + n_test)
     train_ids, test_ids = train_test_split(old_train["id"], test_size=test_ratio, random_state=0)

@@ -7,33 +7,49 @@ predicted, and the rows marked -1 are left out of the score.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from mle_gym.competitions.helpers import RawArchive, pack
 from mle_gym.grading.metrics import mean_column_auc
+from mle_gym.grading.validation import as_float, check_numeric
 
 CLASSES = ["toxic", "severe_toxic", "obscene", "threat", "insult", "identity_hate"]
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
-    """Public: train.csv, test.csv, sample_submission.csv (0.5 everywhere); private: test_labels.csv."""
-    sample = pd.read_csv(raw / "sample_submission.csv", dtype={"id": str})
+    """Public: train.csv, test.csv, sample_submission.csv (0.5 everywhere); private: test_labels.csv as test.csv.
+
+    Each table is read and written back by pandas, as MLE-bench does, rather than copied.
+    """
+    def table(name: str) -> pd.DataFrame:
+        with RawArchive(raw, f"{name}.zip") as archive:
+            return archive.read_csv(name)
+
+    sample = table("sample_submission.csv")
     sample[CLASSES] = 0.5
-    shutil.copyfile(raw / "train.csv", public / "train.csv")
-    shutil.copyfile(raw / "test.csv", public / "test.csv")
+    table("train.csv").to_csv(public / "train.csv", index=False)
+    table("test.csv").to_csv(public / "test.csv", index=False)
     sample.to_csv(public / "sample_submission.csv", index=False)
-    shutil.copyfile(raw / "test_labels.csv", private / "test.csv")
+    table("test_labels.csv").to_csv(private / "test.csv", index=False)
 
 
 def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
-    """Mean over the six classes of ROC AUC, on the test rows Kaggle scored (those not marked -1)."""
-    scored = (answers[CLASSES].to_numpy() >= 0).all(axis=1)
-    return mean_column_auc(answers.loc[scored, CLASSES].to_numpy(), aligned.loc[scored, CLASSES].to_numpy(),
-                           names=CLASSES)
+    """Mean over the six classes of ROC AUC, on the test rows Kaggle scored (those not marked -1).
+
+    As in MLE-bench, a row counts when its labels sum to 0 or more, and the other rows are
+    dropped before any value is looked at: a blank or a word there is no fault. So the values
+    are checked here, on the scored rows only, and never by validation, whose verdict would
+    otherwise tell the agent which rows are scored.
+    """
+    scored = answers[CLASSES].sum(axis=1).to_numpy() >= 0
+    kept = aligned.loc[scored, CLASSES]
+    check_numeric(kept, CLASSES, rows="scored row", text_numbers=True)
+    predictions = np.column_stack([as_float(kept[c], text_numbers=True) for c in CLASSES])
+    return mean_column_auc(answers.loc[scored, CLASSES].to_numpy(), predictions, names=CLASSES)
 
 
 _PLAIN = (
@@ -81,7 +97,7 @@ def _ids(rng: np.random.Generator, n: int) -> list[str]:
 
 
 def make_raw(raw: Path, seed: int, n_train: int = 100, n_test: int = 60) -> None:
-    """Files shaped like Kaggle's extracted download: train.csv, test.csv, test_labels.csv, sample_submission.csv."""
+    """Kaggle's download: train.csv, test.csv, test_labels.csv and sample_submission.csv, each in its own zip."""
     rng = np.random.default_rng(seed)
     ids = _ids(rng, n_train + n_test)
     train_labels = _labels(rng, n_train)
@@ -101,6 +117,8 @@ def make_raw(raw: Path, seed: int, n_train: int = 100, n_test: int = 60) -> None
     hidden = np.where(scored[:, None], test_labels, -1)
     pd.concat([test[["id"]], pd.DataFrame(hidden, columns=CLASSES)], axis=1).to_csv(raw / "test_labels.csv", index=False)
     test[["id"]].assign(**{c: 0.5 for c in CLASSES}).to_csv(raw / "sample_submission.csv", index=False)
+    for name in ("train.csv", "test.csv", "test_labels.csv", "sample_submission.csv"):
+        pack(raw, f"{name}.zip", raw / name)
 
 
 def generate_sample(public: Path, private: Path, seed: int) -> None:

@@ -7,7 +7,6 @@ they are written down.
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import one_hot
+from mle_gym.competitions.helpers import RawArchive, one_hot, pack
 
 ID = "id"
 SPECIES: list[str] = json.loads((Path(__file__).with_name("metadata.json")).read_text())["target_columns"]
@@ -25,19 +24,20 @@ FEATURES = [f"{kind}{i}" for kind in ("margin", "shape", "texture") for i in ran
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of Kaggle's labelled leaves (seed 0); the answers are one-hot rows."""
-    old_train = pd.read_csv(raw / "train.csv")
+    with RawArchive(raw, "train.csv.zip") as tables:
+        old_train = tables.read_csv("train.csv")
     new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
     answers = one_hot(new_test, ID, "species", SPECIES)
     (public / "images").mkdir()
     (private / "images").mkdir()  # MLE-bench creates it and leaves it empty
-    for leaf_id in [*new_train[ID], *new_test[ID]]:
-        shutil.copyfile(raw / "images" / f"{leaf_id}.jpg", public / "images" / f"{leaf_id}.jpg")
+    with RawArchive(raw, "images.zip") as images:
+        for leaf_id in [*new_train[ID], *new_test[ID]]:
+            images.copy(f"images/{leaf_id}.jpg", public / "images" / f"{leaf_id}.jpg")
     new_train.to_csv(public / "train.csv", index=False)
     new_test.drop(columns=["species"]).to_csv(public / "test.csv", index=False)
     answers.to_csv(private / "test.csv", index=False)
     sample = pd.concat([answers[[ID]], pd.DataFrame(1 / len(SPECIES), index=answers.index, columns=SPECIES)], axis=1)
     sample.to_csv(public / "sample_submission.csv", index=False)
-
 
 
 def _silhouette(rng: np.random.Generator, aspect: float, lobes: int, size: int = 20) -> np.ndarray:
@@ -64,7 +64,7 @@ def _features(rng: np.random.Generator, means: np.ndarray, species: np.ndarray) 
 
 
 def make_raw(raw: Path, seed: int, n: int = 120, n_hidden: int = 10) -> None:
-    """Files shaped like Kaggle's extracted download: train.csv, test.csv, images/, sample_submission.csv."""
+    """Kaggle's download: train.csv, test.csv, images/ and sample_submission.csv, each in its own zip."""
     rng = np.random.default_rng(seed)
     means, aspects, lobes = _species_profiles()
     ids = rng.permutation(np.arange(1, n + n_hidden + 1))
@@ -82,6 +82,8 @@ def make_raw(raw: Path, seed: int, n: int = 120, n_hidden: int = 10) -> None:
     test.sort_values(ID).to_csv(raw / "test.csv", index=False)
     sample = pd.concat([test[[ID]], pd.DataFrame(1 / len(SPECIES), index=test.index, columns=SPECIES)], axis=1)
     sample.sort_values(ID).to_csv(raw / "sample_submission.csv", index=False)
+    for name in ("train.csv", "test.csv", "images", "sample_submission.csv"):
+        pack(raw, f"{name}.zip", raw / name)
 
 
 def generate_sample(public: Path, private: Path, seed: int) -> None:

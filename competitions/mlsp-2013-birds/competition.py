@@ -8,7 +8,6 @@ fold, and filters every per-recording file to those recordings. A submission has
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import wave
 from pathlib import Path
@@ -17,25 +16,27 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from mle_gym.competitions.helpers import RawArchive, pack
+
 N_SPECIES = 19
 DATASET = "mlsp_contest_dataset"
 SPECTROGRAM_FOLDERS = ("filtered_spectrograms", "segmentation_examples", "spectrograms", "supervised_segmentation")
 PER_RECORDING_FILES = ("histogram_of_segments.txt", "segment_features.txt", "segment_rectangles.txt")
 
 
-def _read_label_lines(path: Path) -> list[tuple[int, str]]:
+def _read_label_lines(text: str) -> list[tuple[int, str]]:
     """`rec_id,[labels]` lines as (rec_id, "11,12" / "" / "?"); the header line is skipped."""
     out = []
-    for line in path.read_text().splitlines()[1:]:
+    for line in text.splitlines()[1:]:
         rec_id, _, labels = line.partition(",")
         out.append((int(rec_id), labels))
     return out
 
 
-def _filter_by_recording(src: Path, dst: Path, new_ids: dict[int, int]) -> None:
+def _filter_by_recording(text: str, dst: Path, new_ids: dict[int, int]) -> None:
     """Keep the lines of kept recordings, renumbered; MLE-bench writes one header for all three files."""
     lines = []
-    for line in src.read_text().splitlines()[1:]:
+    for line in text.splitlines()[1:]:
         rec_id, _, rest = line.partition(",")
         if int(rec_id) in new_ids:
             lines.append(f"{new_ids[int(rec_id)]},{rest}\n")
@@ -44,12 +45,17 @@ def _filter_by_recording(src: Path, dst: Path, new_ids: dict[int, int]) -> None:
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Re-split Kaggle's labelled fold 0 into train and test (20%, seed 0), renumbering recordings."""
-    src = raw / DATASET
+    with RawArchive(raw, f"{DATASET}.zip") as dataset:
+        _prepare(dataset, public, private)
+
+
+def _prepare(dataset: RawArchive, public: Path, private: Path) -> None:
     essential, supplemental = public / "essential_data", public / "supplemental_data"
+    src_essential, src_supplemental = f"{DATASET}/essential_data", f"{DATASET}/supplemental_data"
     essential.mkdir()
     supplemental.mkdir()
 
-    folds = pd.read_csv(src / "essential_data" / "CVfolds_2.txt")
+    folds = dataset.read_csv(f"{src_essential}/CVfolds_2.txt")
     folds = folds[folds["fold"] == 0].reset_index(drop=True)
     folds.loc[folds.sample(frac=0.2, random_state=0).index, "fold"] = 1
     new_ids = {int(old): new for new, old in enumerate(folds["rec_id"].to_numpy())}
@@ -58,21 +64,21 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     test_ids = set(folds.loc[folds["fold"] == 1, "rec_id"].tolist())
     test_order = folds.loc[folds["fold"] == 1, "rec_id"].tolist()
 
-    names = pd.read_csv(src / "essential_data" / "rec_id2filename.txt")
+    names = dataset.read_csv(f"{src_essential}/rec_id2filename.txt")
     names = names[names["rec_id"].isin(new_ids)].copy()
     names["rec_id"] = names["rec_id"].map(new_ids)
     names.to_csv(essential / "rec_id2filename.txt", index=False)
     if len(names) != len(folds):
         raise ValueError(f"rec_id2filename.txt names {len(names)} of the {len(folds)} labelled recordings")
 
-    labels = [(new_ids[r], text) for r, text in _read_label_lines(src / "essential_data" / "rec_labels_test_hidden.txt")
-              if r in new_ids]
+    labels = [(new_ids[r], text) for r, text in _read_label_lines(dataset.read_text(
+        f"{src_essential}/rec_labels_test_hidden.txt")) if r in new_ids]
     with open(essential / "rec_labels_test_hidden.txt", "w") as out:
         out.write("rec_id,[labels]\n")
         for rec_id, text in labels:
             shown = "?" if rec_id in test_ids else text
             out.write(f"{rec_id},{shown}\n" if shown else f"{rec_id}\n")
-    answers = {"Id": [], "Probability": []}
+    answers: dict[str, list[int]] = {"Id": [], "Probability": []}
     for rec_id, text in labels:
         if rec_id in test_ids:
             present = {int(s) for s in text.split(",") if s != ""}
@@ -85,20 +91,21 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
         "Probability": 0,
     }).to_csv(public / "sample_submission.csv", index=False)
 
-    shutil.copyfile(src / "essential_data" / "species_list.txt", essential / "species_list.txt")
+    dataset.copy(f"{src_essential}/species_list.txt", essential / "species_list.txt")
     (essential / "src_wavs").mkdir()
     for folder in SPECTROGRAM_FOLDERS:
         (supplemental / folder).mkdir()
+    examples = set(dataset.names(f"{src_supplemental}/segmentation_examples"))
     for name in names["filename"]:
-        shutil.copyfile(src / "essential_data" / "src_wavs" / f"{name}.wav", essential / "src_wavs" / f"{name}.wav")
+        dataset.copy(f"{src_essential}/src_wavs/{name}.wav", essential / "src_wavs" / f"{name}.wav")
         for folder in SPECTROGRAM_FOLDERS:
-            image = src / "supplemental_data" / folder / f"{name}.bmp"
-            if folder != "segmentation_examples" or image.exists():  # only a few recordings have examples
-                shutil.copyfile(image, supplemental / folder / f"{name}.bmp")
+            image = f"{src_supplemental}/{folder}/{name}.bmp"
+            if folder != "segmentation_examples" or image in examples:  # only a few recordings have examples
+                dataset.copy(image, supplemental / folder / f"{name}.bmp")
     for name in ("segment_clusters.bmp", "segment_mosaic.bmp"):
-        shutil.copyfile(src / "supplemental_data" / name, supplemental / name)
+        dataset.copy(f"{src_supplemental}/{name}", supplemental / name)
     for name in PER_RECORDING_FILES:
-        _filter_by_recording(src / "supplemental_data" / name, supplemental / name, new_ids)
+        _filter_by_recording(dataset.read_text(f"{src_supplemental}/{name}"), supplemental / name, new_ids)
 
 
 SPECIES = [
@@ -151,7 +158,7 @@ def _histogram(rng: np.random.Generator, species: list[int]) -> np.ndarray:
 
 
 def make_raw(raw: Path, seed: int, n: int = 40, hidden_media: bool = True) -> None:
-    """Files shaped like Kaggle's extracted download: mlsp_contest_dataset/{essential,supplemental}_data/.
+    """Kaggle's download: mlsp_contest_dataset.zip, holding mlsp_contest_dataset/{essential,supplemental}_data/.
 
     `hidden_media=False` skips the sound and image files of fold 1, which `prepare` never reads.
     """
@@ -199,6 +206,7 @@ def make_raw(raw: Path, seed: int, n: int = 40, hidden_media: bool = True) -> No
         "rec_id,segment_id,[feature vector]\n" + "\n".join(feature_lines) + "\n")
     (supplemental / "segment_rectangles.txt").write_text(
         "rec_id,[histogram of segment features]\n" + "\n".join(rect_lines) + "\n")
+    pack(raw, f"{DATASET}.zip", raw / DATASET)
 
 
 def generate_sample(public: Path, private: Path, seed: int) -> None:

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import read_csv
+
 TARGET = "fare_amount"
 COLUMNS = ["key", TARGET, "pickup_datetime", "pickup_longitude", "pickup_latitude",
            "dropoff_longitude", "dropoff_latitude", "passenger_count"]
@@ -30,7 +32,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
 
     Reads all of Kaggle's train.csv (about 5.5 GB) into memory, as MLE-bench does.
     """
-    rides = pd.read_csv(raw / "train.csv", dtype={"key": str, "pickup_datetime": str})
+    rides = read_csv(raw / "train.csv")
     if list(rides.columns) != COLUMNS:
         raise ValueError(f"{raw / 'train.csv'} has columns {list(rides.columns)}; expected {COLUMNS}")
     _write_split(rides, public, private, KAGGLE_TEST_ROWS)

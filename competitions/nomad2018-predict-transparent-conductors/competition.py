@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
+import tempfile
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
+
+from mle_gym.competitions.helpers import RawArchive, pack
 
 TARGETS = ["formation_energy_ev_natom", "bandgap_energy_ev"]
 # Kaggle's sample submission uses these constants; MLE-bench keeps them.
@@ -19,23 +21,10 @@ FEATURES = [
 ]
 
 
-def _read_table(raw: Path, name: str) -> pd.DataFrame:
-    # Our download step unzips train.csv.zip to a file; MLE-bench's own extraction makes a folder.
-    path = raw / name
-    return pd.read_csv(path / name if path.is_dir() else path)
-
-
-def _geometry_files(raw: Path) -> dict[int, Path]:
-    """Kaggle's train geometries by old id: train/<id>/geometry.xyz (or train/train/<id>/...)."""
-    found = {}
-    for path in sorted((raw / "train").rglob("geometry.xyz")):
-        found[int(path.parent.name)] = path
-    return found
-
-
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Kaggle's train.csv split 90/10 (seed 0); both halves renumbered from 1, geometries follow their rows."""
-    old_train = _read_table(raw, "train.csv")
+    with RawArchive(raw, "train.csv.zip") as tables:
+        old_train = tables.read_csv("train.csv")
     new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
     train_map = {old: new for new, old in enumerate(new_train["id"], start=1)}
     test_map = {old: new for new, old in enumerate(new_test["id"], start=1)}
@@ -46,14 +35,15 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     new_test.to_csv(private / "test.csv", index=False)
     new_test.drop(columns=TARGETS).to_csv(public / "test.csv", index=False)
 
-    geometries = _geometry_files(raw)
-    for split, mapping in (("train", train_map), ("test", test_map)):
-        for old, new in mapping.items():
-            if old not in geometries:
-                raise FileNotFoundError(f"no geometry.xyz for training id {old} under {raw / 'train'}")
-            folder = public / split / str(new)
-            folder.mkdir(parents=True)
-            shutil.copyfile(geometries[old], folder / "geometry.xyz")
+    with RawArchive(raw, "train.zip") as geometries:
+        by_id = {int(PurePosixPath(n).parent.name): n for n in geometries.names("train") if n.endswith(".xyz")}
+        for split, mapping in (("train", train_map), ("test", test_map)):
+            for old, new in mapping.items():
+                if old not in by_id:
+                    raise FileNotFoundError(f"no train/{old}/geometry.xyz in {raw / 'train.zip'}")
+                folder = public / split / str(new)
+                folder.mkdir(parents=True)
+                geometries.copy(by_id[old], folder / "geometry.xyz")
     pd.DataFrame({"id": new_test["id"], **SAMPLE_VALUES}).to_csv(public / "sample_submission.csv", index=False)
 
 
@@ -106,27 +96,23 @@ def _write_geometries(rng: np.random.Generator, frame: pd.DataFrame, root: Path)
         (folder / "geometry.xyz").write_text(_geometry(rng, row))
 
 
-def generate_sample(public: Path, private: Path, seed: int, n_train: int = 400, n_test: int = 100) -> None:
-    """train.csv, test.csv, sample_submission.csv, train/<id>/geometry.xyz, test/<id>/geometry.xyz."""
-    rng = np.random.default_rng(seed)
-    frame = _crystals(rng, n_train + n_test)
-    train = frame.iloc[:n_train].copy()
-    test = frame.iloc[n_train:].assign(id=np.arange(1, n_test + 1))
-    train.to_csv(public / "train.csv", index=False)
-    test.to_csv(private / "test.csv", index=False)
-    test.drop(columns=TARGETS).to_csv(public / "test.csv", index=False)
-    _write_geometries(rng, train, public / "train")
-    _write_geometries(rng, test, public / "test")
-    pd.DataFrame({"id": test["id"], **SAMPLE_VALUES}).to_csv(public / "sample_submission.csv", index=False)
-
-
-def make_raw(raw: Path, seed: int, n: int = 100) -> None:
-    """Kaggle's download, extracted: train.csv, test.csv, sample_submission.csv, train/ and test/ geometries."""
+def make_raw(raw: Path, seed: int, n: int = 100, n_hidden: int = 10) -> None:
+    """Kaggle's download: train.csv, test.csv, sample_submission.csv and the geometry folders
+    train/<id>/ and test/<id>/, each in its own zip (train.csv.zip, train.zip, ...)."""
     rng = np.random.default_rng(seed)
     train = _crystals(rng, n)
     train.to_csv(raw / "train.csv", index=False)
     _write_geometries(rng, train, raw / "train")
-    test = _crystals(rng, 10)
+    test = _crystals(rng, n_hidden)
     test.drop(columns=TARGETS).to_csv(raw / "test.csv", index=False)
     _write_geometries(rng, test, raw / "test")
     pd.DataFrame({"id": test["id"], **SAMPLE_VALUES}).to_csv(raw / "sample_submission.csv", index=False)
+    for name in ("train.csv", "train", "test.csv", "test", "sample_submission.csv"):
+        pack(raw, f"{name}.zip", raw / name)
+
+
+def generate_sample(public: Path, private: Path, seed: int) -> None:
+    """A synthetic download of 1,000 crystals, split exactly as `prepare` splits the real one (100 held out)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        make_raw(Path(tmp), seed, n=1000)
+        prepare(Path(tmp), public, private)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
+
+from mle_gym.competitions.helpers import read_csv
 
 CLASSES = ["healthy", "multiple_diseases", "rust", "scab"]
 SIZE = 24
@@ -23,7 +26,7 @@ def _write(new_train: pd.DataFrame, answers: pd.DataFrame, public: Path, private
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Kaggle's labelled leaves split 90/10 (seed 0); images renamed Train_<i>/Test_<i> in split order."""
-    old_train = pd.read_csv(raw / "train.csv")
+    old_train = read_csv(raw / "train.csv")
     new_train, answers = train_test_split(old_train, test_size=0.1, random_state=0)
     rename = {
         **{old: f"Train_{i}" for i, old in enumerate(new_train["image_id"].unique())},
@@ -61,34 +64,27 @@ def _labels(labels: list[str], ids: list[str]) -> pd.DataFrame:
     return frame
 
 
-def generate_sample(public: Path, private: Path, seed: int, n_train: int = 300, n_test: int = 80) -> None:
-    """images/Train_<i>.jpg and images/Test_<i>.jpg, train.csv, test.csv, sample_submission.csv."""
-    rng = np.random.default_rng(seed)
-    n = n_train + n_test
-    labels = list(rng.choice(CLASSES, size=n, p=[0.28, 0.10, 0.34, 0.28]))
-    labels[n_train : n_train + 4] = CLASSES  # every class among the answers, so each column's AUC exists
-    ids = [f"Train_{i}" for i in range(n_train)] + [f"Test_{i}" for i in range(n_test)]
-    (public / "images").mkdir()
-    for image_id, label in zip(ids, labels):
-        _leaf(rng, label).save(public / "images" / f"{image_id}.jpg", quality=90)
-    frame = _labels(labels, ids)
-    _write(frame.iloc[:n_train], frame.iloc[n_train:], public, private)
-
-
-def make_raw(raw: Path, seed: int, n: int = 80) -> None:
+def make_raw(raw: Path, seed: int, n: int = 80, n_hidden: int = 8) -> None:
     """Kaggle's download: train.csv, test.csv, sample_submission.csv, images/Train_*.jpg and Test_*.jpg."""
     rng = np.random.default_rng(seed)
-    labels = list(rng.choice(CLASSES, size=n))
+    labels = list(rng.choice(CLASSES, size=n, p=[0.28, 0.10, 0.34, 0.28]))
     _, test_rows = train_test_split(np.arange(n), test_size=0.1, random_state=0)
-    for k, row in enumerate(test_rows):  # MLE-bench's held-out rows cover every class
-        labels[row] = CLASSES[k % len(CLASSES)]
+    for k, row in enumerate(test_rows[: len(CLASSES)]):  # every class among the answers, so each column's AUC exists
+        labels[row] = CLASSES[k]
     ids = [f"Train_{i}" for i in range(n)]
     (raw / "images").mkdir()
     for image_id, label in zip(ids, labels):
-        _leaf(rng, label).save(raw / "images" / f"{image_id}.jpg")
+        _leaf(rng, label).save(raw / "images" / f"{image_id}.jpg", quality=90)
     _labels(labels, ids).to_csv(raw / "train.csv", index=False)
-    hidden = [f"Test_{i}" for i in range(8)]
+    hidden = [f"Test_{i}" for i in range(n_hidden)]
     for image_id in hidden:
-        _leaf(rng, "healthy").save(raw / "images" / f"{image_id}.jpg")
+        _leaf(rng, "healthy").save(raw / "images" / f"{image_id}.jpg", quality=90)
     pd.DataFrame({"image_id": hidden}).to_csv(raw / "test.csv", index=False)
     pd.DataFrame({"image_id": hidden, **{c: 0.25 for c in CLASSES}}).to_csv(raw / "sample_submission.csv", index=False)
+
+
+def generate_sample(public: Path, private: Path, seed: int) -> None:
+    """A synthetic download of 800 labelled leaves, split exactly as `prepare` splits the real one (80 held out)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        make_raw(Path(tmp), seed, n=800, n_hidden=0)
+        prepare(Path(tmp), public, private)

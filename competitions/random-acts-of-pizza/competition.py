@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-import zipfile
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
+
+from mle_gym.competitions.helpers import write_zip
 
 TARGET = "requester_received_pizza"
 # Fields Kaggle's test.json keeps; train.json has these plus the "at retrieval" ones and the label.
@@ -29,16 +31,11 @@ def _dump(records: list[dict], path: Path) -> None:
     path.write_text(json.dumps(records, indent=4))
 
 
-def _zip(public: Path, name: str) -> None:
-    with zipfile.ZipFile(public / f"{name}.zip", "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        zf.write(public / f"{name}.json", f"{name}.json")
-
-
 def _write(new_train: list[dict], new_test: list[dict], test_fields: list[str], public: Path, private: Path) -> None:
     _dump(new_train, public / "train.json")
     _dump([{key: record[key] for key in test_fields} for record in new_test], public / "test.json")
-    _zip(public, "train")
-    _zip(public, "test")
+    for name in ("train", "test"):  # MLE-bench ships each file both plain and zipped
+        write_zip(public / f"{name}.zip", [(f"{name}.json", public / f"{name}.json")])
     answers = pd.DataFrame({
         "request_id": [r["request_id"] for r in new_test],
         TARGET: [int(r[TARGET]) for r in new_test],
@@ -117,13 +114,6 @@ def _records(rng: np.random.Generator, n: int, start_id: int) -> list[dict]:
     return out
 
 
-def generate_sample(public: Path, private: Path, seed: int, n_train: int = 600, n_test: int = 240) -> None:
-    """train.json/.zip, test.json/.zip and sampleSubmission.csv as prepared; answers in private/test.csv."""
-    rng = np.random.default_rng(seed)
-    records = _records(rng, n_train + n_test, start_id=int(rng.integers(0x100000, 0x800000)))
-    _write(records[:n_train], records[n_train:], TEST_FIELDS, public, private)
-
-
 def make_raw(raw: Path, seed: int, n: int = 120) -> None:
     """Kaggle's download: train.json (every field), test.json (test fields), sampleSubmission.csv."""
     rng = np.random.default_rng(seed)
@@ -135,3 +125,10 @@ def make_raw(raw: Path, seed: int, n: int = 120) -> None:
     pd.DataFrame({"request_id": [r["request_id"] for r in test], TARGET: 0}).to_csv(
         raw / "sampleSubmission.csv", index=False
     )
+
+
+def generate_sample(public: Path, private: Path, seed: int) -> None:
+    """A synthetic download of 840 labelled requests, split exactly as `prepare` splits the real one."""
+    with tempfile.TemporaryDirectory() as tmp:
+        make_raw(Path(tmp), seed, n=840)
+        prepare(Path(tmp), public, private)

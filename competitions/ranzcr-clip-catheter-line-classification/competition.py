@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -10,12 +11,17 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-CLASSES = [
+from mle_gym.competitions.helpers import read_csv
+
+LABELS = [
     "ETT - Abnormal", "ETT - Borderline", "ETT - Normal",
     "NGT - Abnormal", "NGT - Borderline", "NGT - Incompletely Imaged", "NGT - Normal",
     "CVC - Abnormal", "CVC - Borderline", "CVC - Normal",
     "Swan Ganz Catheter Present",
 ]
+"""The eleven label columns of Kaggle's train.csv, in its order."""
+CLASSES = LABELS[:9]
+"""The columns MLE-bench asks for and scores: all but "CVC - Normal" and "Swan Ganz Catheter Present"."""
 # Positive rates, raised for the rarest classes so a small sample still has positives to learn from.
 RATES = [0.06, 0.08, 0.24, 0.06, 0.06, 0.09, 0.16, 0.10, 0.28, 0.70, 0.06]
 SIZE = 32
@@ -25,7 +31,7 @@ def _write_tables(new_train: pd.DataFrame, new_test: pd.DataFrame, annotations: 
                   public: Path, private: Path) -> None:
     new_train.to_csv(public / "train.csv", index=False)
     annotations.to_csv(public / "train_annotations.csv", index=False)
-    new_test.to_csv(private / "test.csv", index=False)
+    new_test.to_csv(private / "test.csv", index=False)  # all eleven labels; the metadata names the scored nine
     new_test[["StudyInstanceUID"]].assign(**{c: 0 for c in CLASSES}).to_csv(
         public / "sample_submission.csv", index=False
     )
@@ -33,9 +39,9 @@ def _write_tables(new_train: pd.DataFrame, new_test: pd.DataFrame, annotations: 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Kaggle's train.csv split 90/10 (seed 0); train and test JPEGs and train annotations follow their rows."""
-    old_train = pd.read_csv(raw / "train.csv")
+    old_train = read_csv(raw / "train.csv")
     new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
-    old_annotations = pd.read_csv(raw / "train_annotations.csv")
+    old_annotations = read_csv(raw / "train_annotations.csv")
     annotations = old_annotations[old_annotations["StudyInstanceUID"].isin(new_train["StudyInstanceUID"])]
     for split, frame in (("train", new_train), ("test", new_test)):
         (public / split).mkdir()
@@ -62,11 +68,11 @@ def _uid(rng: np.random.Generator) -> str:
 
 
 def _studies(rng: np.random.Generator, n: int, forced: np.ndarray | None = None) -> pd.DataFrame:
-    labels = (rng.random((n, len(CLASSES))) < np.array(RATES)).astype(int)
+    labels = (rng.random((n, len(LABELS))) < np.array(RATES)).astype(int)
     if forced is not None:  # rows that must show both classes of every column (the held-out rows)
         for k, row in enumerate(forced):
-            labels[row] = (np.arange(len(CLASSES)) + k) % 2
-    frame = pd.DataFrame(labels, columns=CLASSES)
+            labels[row] = (np.arange(len(LABELS)) + k) % 2
+    frame = pd.DataFrame(labels, columns=LABELS)
     frame.insert(0, "StudyInstanceUID", [_uid(rng) for _ in range(n)])
     frame["PatientID"] = [f"{v:09x}" for v in rng.integers(0, 16**9, size=n)]
     return frame
@@ -75,7 +81,7 @@ def _studies(rng: np.random.Generator, n: int, forced: np.ndarray | None = None)
 def _annotations(rng: np.random.Generator, frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, study in frame.iterrows():
-        for name in CLASSES:
+        for name in LABELS:
             if study[name] and rng.random() < 0.7:
                 points = np.cumsum(rng.integers(-40, 60, size=(int(rng.integers(3, 8)), 2)), axis=0) + 1200
                 rows.append({"StudyInstanceUID": study["StudyInstanceUID"], "label": name,
@@ -86,28 +92,25 @@ def _annotations(rng: np.random.Generator, frame: pd.DataFrame) -> pd.DataFrame:
 def _save_images(rng: np.random.Generator, frame: pd.DataFrame, folder: Path) -> None:
     folder.mkdir()
     for _, study in frame.iterrows():
-        pixels = _xray(rng, study[CLASSES].to_numpy(dtype=int))
+        pixels = _xray(rng, study[LABELS].to_numpy(dtype=int))
         Image.fromarray(pixels, mode="L").save(folder / f"{study['StudyInstanceUID']}.jpg", quality=90)
 
 
-def generate_sample(public: Path, private: Path, seed: int, n_train: int = 300, n_test: int = 80) -> None:
-    """train/ and test/ JPEGs, train.csv, train_annotations.csv, sample_submission.csv; answers in private/."""
-    rng = np.random.default_rng(seed)
-    frame = _studies(rng, n_train + n_test, forced=np.arange(n_train, n_train + 2))
-    train, test = frame.iloc[:n_train], frame.iloc[n_train:]
-    _save_images(rng, train, public / "train")
-    _save_images(rng, test, public / "test")
-    _write_tables(train, test, _annotations(rng, train), public, private)
-
-
-def make_raw(raw: Path, seed: int, n: int = 60) -> None:
+def make_raw(raw: Path, seed: int, n: int = 60, n_hidden: int = 5) -> None:
     """Kaggle's download (JPEG part): train.csv, train_annotations.csv, train/ and test/ JPEGs, sample_submission.csv."""
     rng = np.random.default_rng(seed)
     _, test_rows = train_test_split(np.arange(n), test_size=0.1, random_state=0)
-    frame = _studies(rng, n, forced=test_rows)
+    frame = _studies(rng, n, forced=test_rows[:2])
     frame.to_csv(raw / "train.csv", index=False)
     _annotations(rng, frame).to_csv(raw / "train_annotations.csv", index=False)
     _save_images(rng, frame, raw / "train")
-    hidden = _studies(rng, 5)
+    hidden = _studies(rng, n_hidden)
     _save_images(rng, hidden, raw / "test")
-    hidden[["StudyInstanceUID"]].assign(**{c: 0 for c in CLASSES}).to_csv(raw / "sample_submission.csv", index=False)
+    hidden[["StudyInstanceUID"]].assign(**{c: 0 for c in LABELS}).to_csv(raw / "sample_submission.csv", index=False)
+
+
+def generate_sample(public: Path, private: Path, seed: int) -> None:
+    """A synthetic download of 800 studies, split exactly as `prepare` splits the real one (80 held out)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        make_raw(Path(tmp), seed, n=800, n_hidden=0)
+        prepare(Path(tmp), public, private)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import one_hot
+from mle_gym.competitions.helpers import RawArchive, one_hot, pack
 
 CLASSES = ["EAP", "HPL", "MWS"]
 # Kaggle's own sample submission carries these class priors; MLE-bench keeps them.
@@ -26,19 +27,16 @@ FLAVOUR = {
 }
 
 
-def _write(new_train: pd.DataFrame, new_test: pd.DataFrame, public: Path, private: Path) -> None:
+def prepare(raw: Path, public: Path, private: Path) -> None:
+    """Kaggle's train.csv split 90/10 (seed 0); hidden answers are one-hot over EAP, HPL, MWS."""
+    with RawArchive(raw, "train.zip") as archive:
+        old_train = archive.read_csv("train.csv")
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
     answers = one_hot(new_test, "id", "author", CLASSES)
     new_train.to_csv(public / "train.csv", index=False)
     new_test.drop(columns=["author"]).to_csv(public / "test.csv", index=False)
     answers.assign(**PRIORS).to_csv(public / "sample_submission.csv", index=False)
     answers.to_csv(private / "test.csv", index=False)
-
-
-def prepare(raw: Path, public: Path, private: Path) -> None:
-    """Kaggle's train.csv split 90/10 (seed 0); hidden answers are one-hot over EAP, HPL, MWS."""
-    old_train = pd.read_csv(raw / "train.csv")
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
-    _write(new_train, new_test, public, private)
 
 
 def _sentences(rng: np.random.Generator, authors: np.ndarray) -> list[str]:
@@ -59,18 +57,21 @@ def _frame(rng: np.random.Generator, n: int) -> pd.DataFrame:
     return pd.DataFrame({"id": [f"id{i:05d}" for i in ids], "text": _sentences(rng, authors), "author": authors})
 
 
-def generate_sample(public: Path, private: Path, seed: int, n_train: int = 600, n_test: int = 200) -> None:
-    """train.csv (id, text, author), test.csv (id, text), sample_submission.csv; answers in private/."""
-    rng = np.random.default_rng(seed)
-    frame = _frame(rng, n_train + n_test)
-    _write(frame.iloc[:n_train], frame.iloc[n_train:], public, private)
-
-
 def make_raw(raw: Path, seed: int, n: int = 150) -> None:
-    """Kaggle's download, extracted: train.csv, test.csv and sample_submission.csv."""
+    """Kaggle's download: train.zip, test.zip and sample_submission.zip, holding train.csv, test.csv and
+    sample_submission.csv."""
     rng = np.random.default_rng(seed)
     frame = _frame(rng, n + 20)
     frame.iloc[:n].to_csv(raw / "train.csv", index=False)
     hidden = frame.iloc[n:]
     hidden.drop(columns=["author"]).to_csv(raw / "test.csv", index=False)
     hidden[["id"]].assign(**PRIORS).to_csv(raw / "sample_submission.csv", index=False)
+    for name in ("train", "test", "sample_submission"):
+        pack(raw, f"{name}.zip", raw / f"{name}.csv")
+
+
+def generate_sample(public: Path, private: Path, seed: int) -> None:
+    """A synthetic download of 2,000 labelled sentences, split exactly as `prepare` splits the real one."""
+    with tempfile.TemporaryDirectory() as tmp:
+        make_raw(Path(tmp), seed, n=2000)
+        prepare(Path(tmp), public, private)

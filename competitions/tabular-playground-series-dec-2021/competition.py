@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import infer_dtype, is_numeric_dtype
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import read_csv
+from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.metrics import accuracy
+from mle_gym.grading.validation import align_to_answers, check_columns, check_ids, check_numeric
 
 TARGET = "Cover_Type"
 NUMERIC = [
@@ -23,7 +28,7 @@ FEATURES = NUMERIC + WILDERNESS + SOIL
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Kaggle's train.csv split 90/10 with seed 0; the labelled tenth becomes the hidden test set."""
-    old_train = pd.read_csv(raw / "train.csv")
+    old_train = read_csv(raw / "train.csv")
     new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
     new_train.to_csv(public / "train.csv", index=False)
     new_test.to_csv(private / "test.csv", index=False)
@@ -31,10 +36,39 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     pd.DataFrame({"Id": new_test["Id"].to_numpy(), TARGET: 2}).to_csv(public / "sample_submission.csv", index=False)
 
 
+def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+    """Columns Id and Cover_Type, the test ids once each, and classes MLE-bench's accuracy accepts.
+
+    scikit-learn's accuracy_score, as MLE-bench calls it, takes whole numbers (2 or 2.0, any
+    value: an 8 is just wrong) and text (never equal to a numeric class, so every row is wrong),
+    and refuses fractions (2.5: "continuous"), missing or infinite values, and a column that
+    mixes numbers with text or blanks.
+    """
+    check_columns(submission, ["Id", TARGET])
+    check_ids(submission, answers, "Id")
+    classes = submission[TARGET]
+    if is_numeric_dtype(classes):
+        check_numeric(submission, [TARGET])
+        values = classes.to_numpy()
+        if values.dtype.kind == "f":
+            with np.errstate(invalid="ignore"):
+                fractional = values != values.astype(np.int64)
+            if fractional.any():
+                raise InvalidSubmissionError(
+                    f"column {TARGET!r}: expected whole class numbers; found {int(fractional.sum())} other value(s), "
+                    f"e.g. {values[fractional][0].item()!r}"
+                )
+    elif (missing := int(classes.isna().sum())) or infer_dtype(classes, skipna=True) != "string":
+        # pandas types a big file in chunks of rows, so one text value can leave other chunks numeric.
+        found = f"{missing} missing value(s)" if missing else "numbers mixed with text"
+        raise InvalidSubmissionError(f"column {TARGET!r}: expected a class in every row, all numbers or all text; "
+                                     f"found {found}")
+    return align_to_answers(submission, answers, "Id")
+
+
 def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
-    """Accuracy with classes compared as numbers, so a submitted 2.0 counts as class 2 (as in MLE-bench)."""
-    predicted = pd.to_numeric(aligned[TARGET]).to_numpy(dtype=float)
-    return accuracy(answers[TARGET].to_numpy(dtype=float), predicted)
+    """Accuracy with classes compared as values: a submitted 2.0 is class 2, a text never a class (as in MLE-bench)."""
+    return accuracy(answers[TARGET].to_numpy(), aligned[TARGET].to_numpy())
 
 
 def _frame(rng: np.random.Generator, n: int, first_id: int) -> pd.DataFrame:
@@ -65,18 +99,6 @@ def _frame(rng: np.random.Generator, n: int, first_id: int) -> pd.DataFrame:
     return frame
 
 
-def generate_sample(public: Path, private: Path, seed: int, n_train: int = 2000, n_test: int = 500) -> None:
-    """train.csv, test.csv and sample_submission.csv in the prepared layout; answers in private/test.csv."""
-    rng = np.random.default_rng(seed)
-    frame = _frame(rng, n_train + n_test, first_id=int(rng.integers(0, 1000)))
-    frame = frame.sample(frac=1.0, random_state=int(rng.integers(0, 2**31))).reset_index(drop=True)
-    train, test = frame.iloc[:n_train], frame.iloc[n_train:]
-    train.to_csv(public / "train.csv", index=False)
-    test.to_csv(private / "test.csv", index=False)
-    test.drop(columns=[TARGET]).to_csv(public / "test.csv", index=False)
-    pd.DataFrame({"Id": test["Id"].to_numpy(), TARGET: 2}).to_csv(public / "sample_submission.csv", index=False)
-
-
 def make_raw(raw: Path, seed: int, n: int = 200) -> None:
     """Kaggle's download: train.csv with labels, test.csv without, sample_submission.csv."""
     rng = np.random.default_rng(seed)
@@ -84,3 +106,10 @@ def make_raw(raw: Path, seed: int, n: int = 200) -> None:
     hidden = _frame(rng, 20, first_id=n)
     hidden.drop(columns=[TARGET]).to_csv(raw / "test.csv", index=False)
     pd.DataFrame({"Id": hidden["Id"], TARGET: 2}).to_csv(raw / "sample_submission.csv", index=False)
+
+
+def generate_sample(public: Path, private: Path, seed: int) -> None:
+    """A synthetic download of 5,000 labelled rows, split exactly as `prepare` splits the real one."""
+    with tempfile.TemporaryDirectory() as tmp:
+        make_raw(Path(tmp), seed, n=5000)
+        prepare(Path(tmp), public, private)

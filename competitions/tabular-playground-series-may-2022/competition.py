@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
+
+from mle_gym.competitions.helpers import read_csv
 
 TARGET = "target"
 TEST_ROWS = 100_000
@@ -19,26 +22,23 @@ COLUMNS = ["id", *FLOATS_A, *INTS, *FLOATS_B, "f_27", "f_28", "f_29", "f_30", TA
 
 
 def _test_size(n_rows: int) -> int | float:
-    # Only tiny stand-in downloads (tests) are smaller than the held-out count; they keep a tenth.
-    return TEST_ROWS if n_rows > 2 * TEST_ROWS else 0.1
+    # MLE-bench's count needs more rows than it holds out; the small synthetic downloads of the
+    # sample data and the tests keep a tenth instead.
+    return TEST_ROWS if n_rows > TEST_ROWS else 0.1
 
 
-def _write(new_train: pd.DataFrame, new_test: pd.DataFrame, public: Path, private: Path) -> None:
+def prepare(raw: Path, public: Path, private: Path) -> None:
+    """Hold out 100,000 labelled rows (seed 0) and renumber ids: train 0..n-1, then test."""
+    old_train = read_csv(raw / "train.csv")
+    new_train, new_test = train_test_split(old_train, test_size=_test_size(len(old_train)), random_state=0)
+    new_train = new_train.assign(id=np.arange(len(new_train)))
+    new_test = new_test.assign(id=np.arange(len(new_train), len(new_train) + len(new_test)))
     new_train.to_csv(public / "train.csv", index=False)
     new_test.to_csv(private / "test.csv", index=False)
     new_test.drop(columns=[TARGET]).to_csv(public / "test.csv", index=False)
     gold = new_test[["id", TARGET]]
     gold.to_csv(private / "gold_submission.csv", index=False)
     gold.assign(**{TARGET: 0.5}).to_csv(public / "sample_submission.csv", index=False)
-
-
-def prepare(raw: Path, public: Path, private: Path) -> None:
-    """Hold out 100,000 labelled rows (seed 0) and renumber ids: train 0..n-1, then test."""
-    old_train = pd.read_csv(raw / "train.csv")
-    new_train, new_test = train_test_split(old_train, test_size=_test_size(len(old_train)), random_state=0)
-    new_train = new_train.assign(id=np.arange(len(new_train)))
-    new_test = new_test.assign(id=np.arange(len(new_train), len(new_train) + len(new_test)))
-    _write(new_train, new_test, public, private)
 
 
 def _frame(rng: np.random.Generator, n: int) -> pd.DataFrame:
@@ -59,15 +59,6 @@ def _frame(rng: np.random.Generator, n: int) -> pd.DataFrame:
     return pd.DataFrame(data)[COLUMNS]
 
 
-def generate_sample(public: Path, private: Path, seed: int, n_train: int = 2000, n_test: int = 500) -> None:
-    """train.csv, test.csv, sample_submission.csv; answers and a gold submission in private/."""
-    rng = np.random.default_rng(seed)
-    frame = _frame(rng, n_train + n_test)
-    train = frame.iloc[:n_train]
-    test = frame.iloc[n_train:]
-    _write(train, test, public, private)
-
-
 def make_raw(raw: Path, seed: int, n: int = 200) -> None:
     """Kaggle's download: train.csv (labelled), test.csv (unlabelled ids after train's), sample_submission.csv."""
     rng = np.random.default_rng(seed)
@@ -76,3 +67,10 @@ def make_raw(raw: Path, seed: int, n: int = 200) -> None:
     test = _frame(rng, 20).assign(id=np.arange(n, n + 20))
     test.drop(columns=[TARGET]).to_csv(raw / "test.csv", index=False)
     test[["id"]].assign(**{TARGET: 0.5}).to_csv(raw / "sample_submission.csv", index=False)
+
+
+def generate_sample(public: Path, private: Path, seed: int) -> None:
+    """A synthetic download of 5,000 labelled rows, split exactly as `prepare` splits it (a tenth held out)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        make_raw(Path(tmp), seed, n=5000)
+        prepare(Path(tmp), public, private)

@@ -6,6 +6,7 @@ The Russian competition reuses this module's split, validation and generator wit
 from __future__ import annotations
 
 import csv
+import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -14,16 +15,11 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.errors import InvalidSubmissionError
+from mle_gym.competitions.helpers import RawArchive, pack, write_zip
 from mle_gym.grading.metrics import accuracy
 from mle_gym.grading.validation import align_to_answers, check_columns, check_ids
 
 LANG = "en"
-
-
-def _read(raw: Path, name: str) -> pd.DataFrame:
-    path = raw / name
-    return pd.read_csv(path if path.is_file() else raw / f"{name}.zip")
 
 
 def _to_csv(frame: pd.DataFrame, path: Path) -> None:
@@ -41,14 +37,14 @@ def write_split(new_train: pd.DataFrame, answers: pd.DataFrame, lang: str, publi
     for name, frame in ((f"{lang}_train.csv", new_train), (f"{lang}_test_2.csv", new_test),
                         (f"{lang}_sample_submission_2.csv", sample)):
         _to_csv(frame, public / name)
-        with zipfile.ZipFile(public / f"{name}.zip", "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            zf.write(public / name, arcname=name)
+        write_zip(public / f"{name}.zip", [(name, public / name)], compression=zipfile.ZIP_STORED)  # as MLE-bench
         (public / name).unlink()
 
 
 def split(raw: Path, public: Path, private: Path, lang: str) -> None:
     """A tenth of the training sentences (seed 0) become the test set; sentence ids renumbered in order."""
-    old_train = _read(raw, f"{lang}_train.csv")
+    with RawArchive(raw, f"{lang}_train.csv.zip") as archive:
+        old_train = archive.read_csv(f"{lang}_train.csv")
     sentences = old_train["sentence_id"].unique()
     _, test_sentences = train_test_split(sentences, test_size=0.1, random_state=0)
     in_test = old_train["sentence_id"].isin(test_sentences)
@@ -80,9 +76,15 @@ def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
     as missing, as in MLE-bench, and never makes the file invalid (an invalid verdict here would
     also tell the agent, through validation, which answers read as missing).
     """
-    truth = answers["after"].astype(object).where(answers["after"].notna(), "nan")
-    predicted = aligned["after"].astype(object).where(aligned["after"].notna(), "nan")
-    return accuracy(truth.to_numpy(), predicted.to_numpy())
+    return accuracy(_as_text(answers["after"]), _as_text(aligned["after"]))
+
+
+def _as_text(column: pd.Series) -> np.ndarray:
+    """Every cell as MLE-bench's str cast writes it under pandas 2: 7 as "7", 7.0 as "7.0", missing as "nan".
+
+    Compared exactly afterwards: no stripping, no case folding.
+    """
+    return column.astype(object).where(column.notna(), "nan").astype(str).to_numpy(dtype=object)
 
 
 # -- sample data ---------------------------------------------------------------------------------------
@@ -149,23 +151,23 @@ def sentences(rng: np.random.Generator, n_sentences: int, token: Callable[[np.ra
 
 
 def sample(public: Path, private: Path, seed: int, lang: str, token: Callable[[np.random.Generator], Token],
-           n_train: int = 300, n_test: int = 60) -> None:
-    rng = np.random.default_rng(seed)
-    frame = sentences(rng, n_train + n_test, token)
-    in_test = frame["sentence_id"] >= n_train
-    train, answers = frame[~in_test].copy(), frame[in_test].copy()
-    answers["sentence_id"] -= n_train
-    write_split(train, answers, lang, public, private)
+           n: int = 600) -> None:
+    """A synthetic download of `n` sentences, split exactly as `prepare` splits the real one (a tenth held out)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        raw_files(Path(tmp), seed, lang, token, n)
+        split(Path(tmp), public, private, lang)
 
 
 def raw_files(raw: Path, seed: int, lang: str, token: Callable[[np.random.Generator], Token], n: int = 60) -> None:
-    """Kaggle's download, extracted: <lang>_train.csv, <lang>_test_2.csv, <lang>_sample_submission_2.csv."""
+    """Kaggle's download: <lang>_train.csv, <lang>_test_2.csv and <lang>_sample_submission_2.csv, each zipped."""
     rng = np.random.default_rng(seed)
     _to_csv(sentences(rng, n, token), raw / f"{lang}_train.csv")
     hidden = sentences(rng, 5, token).drop(columns=["class", "after"])
     _to_csv(hidden, raw / f"{lang}_test_2.csv")
     ids = hidden["sentence_id"].astype(str) + "_" + hidden["token_id"].astype(str)
     _to_csv(pd.DataFrame({"id": ids, "after": hidden["before"]}), raw / f"{lang}_sample_submission_2.csv")
+    for name in ("train", "test_2", "sample_submission_2"):
+        pack(raw, f"{lang}_{name}.csv.zip", raw / f"{lang}_{name}.csv")
 
 
 def generate_sample(public: Path, private: Path, seed: int) -> None:
@@ -173,5 +175,5 @@ def generate_sample(public: Path, private: Path, seed: int) -> None:
     sample(public, private, seed, LANG, english_token)
 
 
-def make_raw(raw: Path, seed: int) -> None:
-    raw_files(raw, seed, LANG, english_token)
+def make_raw(raw: Path, seed: int, n: int = 60) -> None:
+    raw_files(raw, seed, LANG, english_token, n)

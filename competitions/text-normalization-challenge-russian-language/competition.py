@@ -69,5 +69,5 @@ def generate_sample(public: Path, private: Path, seed: int) -> None:
     _en.sample(public, private, seed, LANG, russian_token)
 
 
-def make_raw(raw: Path, seed: int) -> None:
-    _en.raw_files(raw, seed, LANG, russian_token)
+def make_raw(raw: Path, seed: int, n: int = 60) -> None:
+    _en.raw_files(raw, seed, LANG, russian_token, n)

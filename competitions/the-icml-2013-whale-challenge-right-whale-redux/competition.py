@@ -5,62 +5,50 @@ from __future__ import annotations
 import re
 import shutil
 import struct
-import zipfile
-from pathlib import Path
+import tempfile
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pandas as pd
+
+from mle_gym.competitions.helpers import RawArchive, pack, zip_folder
 
 RATE = 2000
 """The hydrophone clips are 2 s of 16-bit mono audio at 2 kHz."""
 SECONDS = 2
 
 
-def _zip_folder(folder: Path, archive: Path) -> None:
-    """Like shutil.make_archive: a folder entry, then the files under it."""
-    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        zf.write(folder, folder.name + "/")
-        for path in sorted(folder.iterdir()):
-            zf.write(path, f"{folder.name}/{path.name}")
+def prepare(raw: Path, public: Path, private: Path) -> None:
+    """Kaggle's four labelled days: the first two become train, the last two the hidden test set.
 
-
-def _train_clips(raw: Path) -> list[Path]:
-    folder = raw / "train2"
-    if not folder.is_dir() and (raw / "train2.zip").is_file():
-        shutil.unpack_archive(raw / "train2.zip", raw)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"expected Kaggle's training clips in {folder} (or {raw / 'train2.zip'})")
-    return sorted(folder.glob("*.aif"))
-
-
-def _finish(new_train: list[Path], new_test: list[Path], public: Path, private: Path) -> None:
-    """Copy time-ordered clips under their new names, zip both folders, write answers and sample."""
-    (public / "train2").mkdir()
-    for idx, clip in enumerate(new_train):
-        shutil.copyfile(clip, public / "train2" / re.sub(r"TRAIN\d+", f"TRAIN{idx}", clip.name))
-    (public / "test2").mkdir()
-    answers = []
-    for idx, clip in enumerate(new_test):
-        name = clip.name.split("TRAIN")[0] + f"Test{idx}.aif"
-        shutil.copyfile(clip, public / "test2" / name)
-        answers.append({"clip": name, "probability": 1 if clip.stem.endswith("_1") else 0})
+    Clips keep their time order; train clips are renumbered TRAIN0.., test clips lose their label
+    and become Test0..; both folders are zipped (the folders themselves are not kept).
+    """
+    with RawArchive(raw, "train2.zip") as archive:
+        by_day: dict[str, list[str]] = {}
+        for clip in archive.names("train2"):
+            by_day.setdefault(PurePosixPath(clip).name.split("_")[0], []).append(clip)
+        if len(by_day) != 4:
+            raise ValueError(f"expected training clips from 4 days in {raw / 'train2.zip'}, found {len(by_day)}: "
+                             f"{sorted(by_day)}")
+        days = sorted(by_day)
+        new_train, new_test = sorted(by_day[days[0]] + by_day[days[1]]), sorted(by_day[days[2]] + by_day[days[3]])
+        (public / "train2").mkdir()
+        for idx, clip in enumerate(new_train):
+            archive.copy(clip, public / "train2" / re.sub(r"TRAIN\d+", f"TRAIN{idx}", PurePosixPath(clip).name))
+        (public / "test2").mkdir()
+        answers = []
+        for idx, clip in enumerate(new_test):
+            old = PurePosixPath(clip)
+            name = old.name.split("TRAIN")[0] + f"Test{idx}.aif"
+            archive.copy(clip, public / "test2" / name)
+            answers.append({"clip": name, "probability": 1 if old.stem.endswith("_1") else 0})
     for name in ("train2", "test2"):
-        _zip_folder(public / name, public / f"{name}.zip")
+        zip_folder(public, name, public / f"{name}.zip")
         shutil.rmtree(public / name)
     frame = pd.DataFrame(answers, columns=["clip", "probability"])
     frame.to_csv(private / "test.csv", index=False)
     frame.assign(probability=0).to_csv(public / "sampleSubmission.csv", index=False)
-
-
-def prepare(raw: Path, public: Path, private: Path) -> None:
-    """Kaggle's four labelled days: the first two become train, the last two the hidden test set."""
-    by_day: dict[str, list[Path]] = {}
-    for clip in _train_clips(raw):
-        by_day.setdefault(clip.name.split("_")[0], []).append(clip)
-    if len(by_day) != 4:
-        raise ValueError(f"expected training clips from 4 days, found {len(by_day)}: {sorted(by_day)}")
-    days = sorted(by_day)
-    _finish(sorted(by_day[days[0]] + by_day[days[1]]), sorted(by_day[days[2]] + by_day[days[3]]), public, private)
 
 
 def _extended(value: int) -> bytes:
@@ -113,21 +101,9 @@ def _labelled_days(rng: np.random.Generator, folder: Path, per_day: int) -> None
         first = _day(rng, folder, date, first, per_day, rng.permutation(labels))
 
 
-def generate_sample(public: Path, private: Path, seed: int, per_day: int = 80) -> None:
-    """train2.zip, test2.zip and sampleSubmission.csv as MLE-bench prepares them; answers in private/test.csv."""
-    rng = np.random.default_rng(seed)
-    staging = private / ".staging"
-    staging.mkdir()
-    _labelled_days(rng, staging / "train2", per_day)
-    clips = sorted((staging / "train2").glob("*.aif"))
-    train = [c for c in clips if c.name.split("_")[0] in DAYS[:2]]
-    test = [c for c in clips if c.name.split("_")[0] in DAYS[2:]]
-    _finish(train, test, public, private)
-    shutil.rmtree(staging)
-
-
 def make_raw(raw: Path, seed: int, per_day: int = 10) -> None:
-    """Kaggle's download, extracted: train2/ (four labelled days), test2/ (unlabelled), sampleSubmission.csv."""
+    """Kaggle's download: train2.zip (train2/, four labelled days), test2.zip (test2/, unlabelled) and
+    sampleSubmission.csv."""
     rng = np.random.default_rng(seed)
     _labelled_days(rng, raw / "train2", per_day)
     (raw / "test2").mkdir()
@@ -137,3 +113,12 @@ def make_raw(raw: Path, seed: int, per_day: int = 10) -> None:
         write_aiff(raw / "test2" / name, _clip(rng, False))
         names.append(name)
     pd.DataFrame({"clip": names, "probability": 0}).to_csv(raw / "sampleSubmission.csv", index=False)
+    pack(raw, "train2.zip", raw / "train2")
+    pack(raw, "test2.zip", raw / "test2")
+
+
+def generate_sample(public: Path, private: Path, seed: int) -> None:
+    """A synthetic download of four days of 80 clips, split exactly as `prepare` splits the real one."""
+    with tempfile.TemporaryDirectory() as tmp:
+        make_raw(Path(tmp), seed, per_day=80)
+        prepare(Path(tmp), public, private)

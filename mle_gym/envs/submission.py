@@ -19,6 +19,13 @@ from mle_gym.grading.report import invalid_report
 from mle_gym.sandbox.base import Sandbox
 
 
+def _not_csv(path: str) -> str | None:
+    """Why a path is not graded as a submission (MLE-bench grades only files named *.csv), or None."""
+    if path.lower().endswith(".csv"):
+        return None
+    return f"{path} does not end in .csv; a submission is a CSV file named like {path.rsplit('/', 1)[-1]}.csv"
+
+
 class SubmissionService:
     """Validates and grades the file at an agent path of one sandbox."""
 
@@ -32,6 +39,8 @@ class SubmissionService:
 
     def validate(self, path: str) -> tuple[bool | None, str]:
         """(valid, message); valid is None when there is no file at all."""
+        if (problem := _not_csv(path)) is not None:
+            return False, problem
         with tempfile.TemporaryDirectory(prefix="mle-gym-validate-") as tmp:
             host = Path(tmp) / "submission.csv"
             fetched = self.sandbox.fetch_file(path, host, max_bytes=self.max_bytes)
@@ -49,6 +58,9 @@ class SubmissionService:
             host = Path(tmp) / "submission.csv"
             if path is None:
                 return grade_isolated(comp.id, None, self.dataset.private, sample_data=sample, limits=self.limits)
+            if (problem := _not_csv(path)) is not None:
+                return invalid_report(comp.id, comp.leaderboard, sample_data=sample,
+                                      reason=f"the submission was not graded: {problem}")
             fetched = self.sandbox.fetch_file(path, host, max_bytes=self.max_bytes)
             if not fetched.found:
                 return grade_isolated(comp.id, None, self.dataset.private, sample_data=sample, limits=self.limits)

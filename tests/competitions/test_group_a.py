@@ -1,9 +1,8 @@
-"""Competition-specific checks for ten Lite competitions: known scores, MLE-bench's split, learnable sample data."""
+"""Competition-specific checks for ten Lite competitions: known scores and learnable sample data."""
 
 from __future__ import annotations
 
 import math
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +11,10 @@ import pytest
 from PIL import Image
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LinearRegression, LogisticRegression
-from sklearn.model_selection import train_test_split
 from sklearn.tree import DecisionTreeRegressor
 
 from mle_gym.competitions import Competition, get_competition
-from mle_gym.competitions.datasets import Dataset, ensure_sample_data, prepare_from_raw
+from mle_gym.competitions.datasets import Dataset, ensure_sample_data
 
 
 def _sample(name: str) -> tuple[Competition, Dataset]:
@@ -28,14 +26,6 @@ def _grade(comp: Competition, data: Dataset, frame: pd.DataFrame, tmp_path: Path
     path = tmp_path / "submission.csv"
     frame.to_csv(path, index=False)
     return comp.grade(path, data.private, sample_data=True)
-
-
-def _prepared(name: str, tmp_path: Path) -> tuple[Competition, Path, Dataset]:
-    comp = get_competition(name)
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    comp.module.make_raw(raw, 0)
-    return comp, raw, prepare_from_raw(comp, raw, root=tmp_path / "root")
 
 
 def _colour_features(folder: Path, names: list[str]) -> np.ndarray:
@@ -171,71 +161,6 @@ def test_taxi_constant_mean_scores_the_standard_deviation(tmp_path: Path) -> Non
     mean = answers["fare_amount"].mean()
     report = _grade(comp, data, answers[["key"]].assign(fare_amount=mean), tmp_path)
     assert report.score == pytest.approx(answers["fare_amount"].std(ddof=0), abs=1e-5)
-
-
-# -- MLE-bench's split -------------------------------------------------------------------------
-def test_aptos_split_is_sklearn_ten_percent_seed_zero(tmp_path: Path) -> None:
-    _, raw, data = _prepared("aptos", tmp_path)
-    labelled = pd.read_csv(raw / "train.csv")
-    expected_train, expected_test = train_test_split(labelled, test_size=0.1, random_state=0)
-    assert pd.read_csv(data.public / "train.csv")["id_code"].tolist() == expected_train["id_code"].tolist()
-    assert pd.read_csv(data.private / "test.csv")["id_code"].tolist() == expected_test["id_code"].tolist()
-    assert list(pd.read_csv(data.public / "test.csv").columns) == ["id_code"]
-    assert len(list((data.public / "test_images").iterdir())) == len(expected_test)
-
-
-def test_dogs_vs_cats_renames_photos_and_zips_them_flat(tmp_path: Path) -> None:
-    _, raw, data = _prepared("dogs-vs-cats", tmp_path)
-    photos = sorted((raw / "train").glob("*.jpg"))
-    _, test_photos = train_test_split(photos, test_size=0.1, random_state=0)
-    answers = pd.read_csv(data.private / "answers.csv")
-    assert answers["label"].tolist() == [int("dog" in p.name) for p in test_photos]
-    for name in ("train", "test"):
-        with zipfile.ZipFile(data.public / f"{name}.zip") as zf:
-            assert sorted(zf.namelist()) == sorted(p.name for p in (data.public / name).iterdir())
-    assert (data.public / "test" / "1.jpg").read_bytes() == test_photos[0].read_bytes()
-
-
-def test_histopathologic_test_share_follows_kaggles_test_set(tmp_path: Path) -> None:
-    _, raw, data = _prepared("histopathologic", tmp_path)
-    n_labelled = len(pd.read_csv(raw / "train_labels.csv"))
-    n_hidden = len(list((raw / "test").glob("*.tif")))
-    answers = pd.read_csv(data.private / "answers.csv")
-    assert len(answers) == math.ceil(n_labelled * n_hidden / (n_labelled + n_hidden))
-    assert len(pd.read_csv(data.public / "train_labels.csv")) == n_labelled - len(answers)
-
-
-def test_mlsp_keeps_fold_zero_renumbered_with_a_fifth_held_out(tmp_path: Path) -> None:
-    _, raw, data = _prepared("mlsp-birds", tmp_path)
-    raw_folds = pd.read_csv(raw / "mlsp_contest_dataset" / "essential_data" / "CVfolds_2.txt")
-    folds = pd.read_csv(data.public / "essential_data" / "CVfolds_2.txt")
-    n_labelled = int((raw_folds["fold"] == 0).sum())
-    assert folds["rec_id"].tolist() == list(range(n_labelled))
-    assert int((folds["fold"] == 1).sum()) == round(0.2 * n_labelled)
-    lines = (data.public / "essential_data" / "rec_labels_test_hidden.txt").read_text().splitlines()[1:]
-    hidden = {int(line.split(",")[0]) for line in lines if line.endswith(",?")}
-    assert hidden == set(folds.loc[folds["fold"] == 1, "rec_id"])
-    wavs = list((data.public / "essential_data" / "src_wavs").iterdir())
-    assert len(wavs) == n_labelled
-    histogram = (data.public / "supplemental_data" / "histogram_of_segments.txt").read_text().splitlines()
-    assert histogram[0] == "rec_id,[histogram of segment features]" and len(histogram) == n_labelled + 1
-
-
-def test_taxi_holds_out_exactly_kaggles_test_size(tmp_path: Path) -> None:
-    _, _, data = _prepared("nyc-taxi", tmp_path)
-    assert len(pd.read_csv(data.private / "test.csv")) == 9914
-    assert list(pd.read_csv(data.public / "test.csv").columns) == [
-        "key", "pickup_datetime", "pickup_longitude", "pickup_latitude",
-        "dropoff_longitude", "dropoff_latitude", "passenger_count",
-    ]
-    assert (data.public / "GCP-Coupons-Instructions.rtf").is_file()
-
-
-def test_leaf_public_images_hold_train_and_test_leaves(tmp_path: Path) -> None:
-    _, _, data = _prepared("leaf", tmp_path)
-    ids = [*pd.read_csv(data.public / "train.csv")["id"], *pd.read_csv(data.public / "test.csv")["id"]]
-    assert sorted(p.name for p in (data.public / "images").iterdir()) == sorted(f"{i}.jpg" for i in ids)
-    assert "species" not in pd.read_csv(data.public / "test.csv").columns
 
 
 # -- the sample data can be learned ------------------------------------------------------------

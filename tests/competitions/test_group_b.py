@@ -1,4 +1,4 @@
-"""Competition-specific checks for nomad2018, plant pathology, pizza, RANZCR, melanoma, spooky,
+"""Competition-specific checks for nomad2018, plant pathology, pizza, melanoma, spooky,
 the two tabular playgrounds, the two text normalization challenges and the whale redux."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.naive_bayes import MultinomialNB
 
 from mle_gym.competitions import Competition, get_competition
-from mle_gym.competitions.datasets import ensure_sample_data, prepare_from_raw
+from mle_gym.competitions.datasets import ensure_sample_data
 
 
 def _grade(comp: Competition, frame: pd.DataFrame, private: Path, tmp_path: Path):
@@ -163,17 +163,6 @@ def test_spooky_uniform_scores_log_three(tmp_path: Path) -> None:
     assert _grade(comp, uniform, data.private, tmp_path).score == pytest.approx(math.log(3), abs=1e-5)
 
 
-def test_ranzcr_averages_eleven_columns(tmp_path: Path) -> None:
-    comp = get_competition("ranzcr")
-    data = ensure_sample_data(comp, seed=0)
-    answers = comp.load_answers(data.private)
-    classes = comp.metadata.target_columns
-    assert len(classes) == 11
-    flipped = answers[["StudyInstanceUID", *classes]].copy()
-    flipped[classes[0]] = 1 - flipped[classes[0]]  # one column perfectly wrong, ten perfect
-    assert _grade(comp, flipped, data.private, tmp_path).score == pytest.approx(10 / 11, abs=1e-5)
-
-
 def test_nomad_rejects_negative_predictions(tmp_path: Path) -> None:
     comp = get_competition("nomad2018")
     data = ensure_sample_data(comp, seed=0)
@@ -213,49 +202,6 @@ def test_text_norm_scores_blanks_as_wrong_answers_as_mle_bench_does(tmp_path: Pa
     assert report.valid_submission and report.score == round(1 - 3 / len(answers), 5)
 
 
-@pytest.mark.parametrize("name,lang", [("text-norm-en", "en"), ("text-norm-ru", "ru")])
-def test_text_norm_prepare_splits_whole_sentences(name: str, lang: str, tmp_path: Path) -> None:
-    comp = get_competition(name)
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    comp.module.make_raw(raw, 0)
-    data = prepare_from_raw(comp, raw, root=tmp_path / "root")
-    assert sorted(p.name for p in data.public.iterdir()) == sorted(
-        f"{lang}_{stem}.csv.zip" for stem in ("train", "test_2", "sample_submission_2"))
-    train = pd.read_csv(data.public / f"{lang}_train.csv.zip")
-    test = pd.read_csv(data.public / f"{lang}_test_2.csv.zip")
-    old = pd.read_csv(raw / f"{lang}_train.csv")
-    assert len(train) + len(test) == len(old)
-    assert test["sentence_id"].nunique() == 6  # a tenth of 60 sentences
-    assert list(test.columns) == ["sentence_id", "token_id", "before"]
-    assert sorted(test["sentence_id"].unique()) == list(range(6))
-    answers = comp.load_answers(data.private)
-    assert list(answers.columns) == ["id", "after"]
-    assert (data.private / "sample_submission.csv").is_file()
-
-
-def test_melanoma_prepare_holds_out_shards_00_and_06(tmp_path: Path) -> None:
-    comp = get_competition("melanoma")
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    comp.module.make_raw(raw, 0)
-    expected = comp.module.ids_in_shard(raw / "tfrecords" / "train00-2071.tfrec") + comp.module.ids_in_shard(
-        raw / "tfrecords" / "train06-2071.tfrec")
-    data = prepare_from_raw(comp, raw, root=tmp_path / "root")
-    answers = comp.load_answers(data.private)
-    assert sorted(answers["image_name"]) == sorted(expected)
-    shards = sorted(p.name for p in (data.public / "tfrecords").iterdir())
-    assert shards == [f"test0{i}-2071.tfrec" for i in range(2)] + [f"train{i:02d}-{2061 if i == 13 else 2071}.tfrec"
-                                                                   for i in range(14)]
-    assert sorted(comp.module.ids_in_shard(data.public / "tfrecords" / "test01-2071.tfrec")) == sorted(
-        comp.module.ids_in_shard(raw / "tfrecords" / "train06-2071.tfrec"))
-    assert sorted(p.stem for p in (data.public / "jpeg" / "test").iterdir()) == sorted(expected)
-    assert sorted(p.stem for p in (data.public / "test").iterdir()) == sorted(expected)
-    dicom = next((data.public / "test").iterdir()).read_bytes()
-    assert dicom[128:132] == b"DICM"
-    assert list(pd.read_csv(data.public / "test.csv").columns) == comp.module.TEST_COLUMNS
-
-
 def test_melanoma_tfrecord_round_trip(tmp_path: Path) -> None:
     module = get_competition("melanoma").module
     payloads = [module.encode_example({"image": b"\xff\xd8jpeg", "image_name": f"ISIC_{i:07d}".encode(),
@@ -267,72 +213,3 @@ def test_melanoma_tfrecord_round_trip(tmp_path: Path) -> None:
     assert module._masked_crc(b"") == ((0 >> 15 | 0 << 17) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def test_whale_prepare_splits_by_day_and_renames(tmp_path: Path) -> None:
-    comp = get_competition("whale-redux")
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    comp.module.make_raw(raw, 0)
-    labels = {p.name: int(p.stem[-1]) for p in (raw / "train2").iterdir()}
-    data = prepare_from_raw(comp, raw, root=tmp_path / "root")
-    with zipfile.ZipFile(data.public / "train2.zip") as zf:
-        train = sorted(n.split("/")[-1] for n in zf.namelist() if n.endswith(".aif"))
-    with zipfile.ZipFile(data.public / "test2.zip") as zf:
-        test = [n.split("/")[-1] for n in zf.namelist() if n.endswith(".aif")]
-    assert {n[:8] for n in train} == {"20090328", "20090329"}
-    assert {n[:8] for n in test} == {"20090330", "20090331"}
-    assert all("_Test" in n and "TRAIN" not in n for n in test)
-    answers = comp.load_answers(data.private)
-    assert sorted(answers["clip"]) == sorted(test)
-    first_test = sorted(n for n in labels if n[:8] in ("20090330", "20090331"))[0]
-    row = answers[answers["clip"] == first_test.split("TRAIN")[0] + "Test0.aif"]
-    assert row["probability"].item() == labels[first_test]
-
-
-def test_nomad_prepare_renumbers_ids_and_moves_geometry(tmp_path: Path) -> None:
-    comp = get_competition("nomad2018")
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    comp.module.make_raw(raw, 0)
-    data = prepare_from_raw(comp, raw, root=tmp_path / "root")
-    train, test = pd.read_csv(data.public / "train.csv"), pd.read_csv(data.public / "test.csv")
-    assert list(train["id"]) == list(range(1, 91)) and list(test["id"]) == list(range(1, 11))
-    assert sorted(int(p.name) for p in (data.public / "test").iterdir()) == list(range(1, 11))
-    old = pd.read_csv(raw / "train.csv")
-    answers = comp.load_answers(data.private)
-    first = answers.iloc[0]
-    match = old[(old["bandgap_energy_ev"] == first["bandgap_energy_ev"])
-                & (old["lattice_vector_1_ang"] == first["lattice_vector_1_ang"])]
-    assert len(match) == 1
-    old_id = int(match["id"].item())
-    assert (data.public / "test" / "1" / "geometry.xyz").read_text() == (
-        raw / "train" / str(old_id) / "geometry.xyz").read_text()
-
-
-def test_pizza_test_json_keeps_only_request_time_fields(tmp_path: Path) -> None:
-    comp = get_competition("pizza")
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    comp.module.make_raw(raw, 0)
-    data = prepare_from_raw(comp, raw, root=tmp_path / "root")
-    train = json.loads((data.public / "train.json").read_text())
-    test = json.loads((data.public / "test.json").read_text())
-    assert set(test[0]) == set(comp.module.TEST_FIELDS)
-    assert "requester_received_pizza" in train[0]
-    n_raw_test = len(json.loads((raw / "test.json").read_text()))
-    share = n_raw_test / (len(train) + len(test) + n_raw_test)  # Kaggle's test share, from the files
-    assert len(test) == math.ceil(share * (len(train) + len(test)))
-    with zipfile.ZipFile(data.public / "test.zip") as zf:
-        assert zf.namelist() == ["test.json"]
-
-
-def test_tps_may_ids_run_on_from_train(tmp_path: Path) -> None:
-    comp = get_competition("tps-may-2022")
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    comp.module.make_raw(raw, 0)
-    data = prepare_from_raw(comp, raw, root=tmp_path / "root")
-    train, test = pd.read_csv(data.public / "train.csv"), pd.read_csv(data.public / "test.csv")
-    assert list(train["id"]) == list(range(len(train)))
-    assert list(test["id"]) == list(range(len(train), len(train) + len(test)))
-    gold = pd.read_csv(data.private / "gold_submission.csv")
-    assert list(gold.columns) == ["id", "target"] and len(gold) == len(test)

@@ -265,6 +265,22 @@ def test_submit_with_a_broken_file_pays_zero_and_says_why(tmp_path) -> None:
         assert not info["grade"]["valid_submission"] and "200 rows" in info["grade"]["reason"]
 
 
+def test_a_submission_not_named_csv_is_invalid_as_in_mlebench() -> None:
+    # MLE-bench grades only a file whose name ends in .csv (any case); the same bytes under
+    # another name are not a submission.
+    with make() as env:
+        _, info = env.reset()
+        sample = f"{info['paths']['data']}/sample_submission.csv"
+        env.step({"name": "bash", "arguments": {"command": f"cp {sample} preds.txt; cp {sample} PREDS.CSV"}})
+        obs, *_ = env.step({"name": "validate_submission", "arguments": {"path": "preds.txt"}})
+        assert "NOT valid" in obs and "does not end in .csv" in obs
+        obs, *_ = env.step({"name": "validate_submission", "arguments": {"path": "PREDS.CSV"}})
+        assert obs.startswith("Submission is valid"), obs
+        _, reward, terminated, _, info = env.step({"name": "submit", "arguments": {"path": "preds.txt"}})
+        assert terminated and reward == 0.0
+        assert not info["grade"]["valid_submission"] and "does not end in .csv" in info["grade"]["reason"]
+
+
 def test_reset_gives_a_fresh_workspace() -> None:
     with make() as env:
         _, info = env.reset()

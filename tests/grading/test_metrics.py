@@ -54,26 +54,31 @@ def test_mean_column_auc() -> None:
         _score("mean-column-wise-roc-auc", {"a": [0, 1], "b": [1, 1]}, {"a": [0.1, 0.9], "b": [0.5, 0.5]})
 
 
+EPS = float(np.finfo(np.float64).eps)
+
+
 def test_binary_log_loss() -> None:
     expected = -(math.log(0.8) + math.log(0.6)) / 2
     assert _score("log-loss", {"y": [1, 0]}, {"y": [0.8, 0.4]}) == pytest.approx(expected)
-    # a confident wrong answer is clipped at 1e-15, not infinite
-    assert _score("log-loss", {"y": [1]}, {"y": [0.0]}) == pytest.approx(-math.log(1e-15))
-    assert m.binary_log_loss([0, 1], [0.0, 1.0]) == pytest.approx(-math.log(1 - 1e-15), abs=1e-12)
+    # a confident wrong answer is clipped at float64's eps (scikit-learn's), not infinite
+    assert _score("log-loss", {"y": [1, 0]}, {"y": [0.0, 0.0]}) == pytest.approx(-math.log(EPS) / 2)
+    assert m.binary_log_loss([0, 1], [0.0, 1.0]) == pytest.approx(-math.log(1 - EPS), abs=1e-15)
     with pytest.raises(ValueError, match="needs 0/1 answers"):
         m.binary_log_loss([0, 2], [0.5, 0.5])
+    with pytest.raises(ValueError, match="needs both labels among the answers"):
+        m.binary_log_loss([1, 1], [0.5, 0.5])
 
 
-def test_multiclass_log_loss_clips_and_normalises_rows() -> None:
+def test_multiclass_log_loss_clips_without_normalising_rows() -> None:
     answers = {"a": [0, 1], "b": [0, 0], "c": [1, 0]}
-    # row 0 sums to 1 (true c: 0.5); row 1 is [2, 1, 1] -> clipped to ~[1, 1, 1] -> 1/3 each
+    # only the true class's probability counts, as written: row 1's [2, 1, 1] is not rescaled,
+    # its true class (a) is clipped to 1 - eps
     submission = {"a": [0.2, 2.0], "b": [0.3, 1.0], "c": [0.5, 1.0]}
-    expected = -(math.log(0.5) + math.log(1 / 3)) / 2
+    expected = -(math.log(0.5) + math.log(1 - EPS)) / 2
     assert _score("multi-class-log-loss", answers, submission) == pytest.approx(expected)
-    # unnormalised rows are scaled: [2, 2] means [0.5, 0.5]
-    assert m.multiclass_log_loss(np.array([[2.0, 2.0]]), np.array([[1, 0]])) == pytest.approx(math.log(2))
-    # a zero for the true class is clipped to 1e-15, then normalised
-    assert m.multiclass_log_loss(np.array([[0.0, 1.0]]), np.array([[1, 0]])) == pytest.approx(-math.log(1e-15), rel=1e-6)
+    assert m.multiclass_log_loss(np.array([[0.3, 0.3]]), np.array([[1, 0]])) == pytest.approx(-math.log(0.3))
+    # a zero for the true class is clipped to float64's eps
+    assert m.multiclass_log_loss(np.array([[0.0, 1.0]]), np.array([[1, 0]])) == -math.log(EPS)
     with pytest.raises(InvalidSubmissionError, match="must be >= 0; found -0.1"):
         m.multiclass_log_loss(np.array([[-0.1, 1.1]]), np.array([[1, 0]]))
     with pytest.raises(ValueError, match="must be one-hot"):
@@ -87,6 +92,13 @@ def test_quadratic_weighted_kappa() -> None:
     assert _score("quadratic-weighted-kappa", {"y": [0, 1, 2, 2]}, {"y": [0, 1, 2, 1]}) == pytest.approx(0.8)
     with pytest.raises(InvalidSubmissionError, match="integer classes; found 1.5"):
         _score("quadratic-weighted-kappa", {"y": [0, 1]}, {"y": [0, 1.5]})
+    # past int64, a float is no class for scikit-learn either (its int cast differs from it)
+    with pytest.raises(InvalidSubmissionError, match="integer classes; found 1e"):
+        _score("quadratic-weighted-kappa", {"y": [0, 1]}, {"y": [0, 1e300]})
+    # a class the answers never use takes the next rank: weights follow ranks among the classes
+    # seen (scikit-learn's definition), so predicting 9 costs what predicting 3 does
+    assert _score("quadratic-weighted-kappa", {"y": [0, 1, 2, 2]}, {"y": [0, 1, 2, 9]}) == pytest.approx(0.875)
+    assert _score("quadratic-weighted-kappa", {"y": [0, 1, 2, 2]}, {"y": [0, 1, 2, 3]}) == pytest.approx(0.875)
 
 
 def test_rmse() -> None:
@@ -108,9 +120,12 @@ def test_mean_column_rmsle() -> None:
         _score("mean-column-wise-rmsle", answers, {"a": [0.0, 1.0], "b": [-1.0, 4.0]})
 
 
-def test_accuracy_compares_stripped_strings() -> None:
-    assert _score("accuracy", {"y": ["cat", "dog", "cow", "1"]}, {"y": [" cat", "dog ", "pig", 1]}) == 0.75
-    assert _score("multi-class-classification-accuracy", {"y": [1, 2]}, {"y": [1, 3]}) == 0.5
+def test_accuracy_compares_values_as_they_are() -> None:
+    # text exactly (no stripping); a number never equals a text
+    assert _score("accuracy", {"y": ["cat", "dog", "cow", "1"]}, {"y": [" cat", "dog", "cow", 1]}) == 0.5
+    # numbers as numbers: 2.0 is 2
+    assert _score("multi-class-classification-accuracy", {"y": [1, 2]}, {"y": [1.0, 3.0]}) == 0.5
+    assert _score("multi-class-classification-accuracy", {"y": [1, 2]}, {"y": [1, 2.0]}) == 1.0
 
 
 def test_metrics_name_missing_submission_columns() -> None:
