@@ -1,15 +1,18 @@
 """Where prepared datasets live, and how they are made: sample data and real Kaggle data.
 
-Layout under the data root (`$MLE_GYM_DATA`, default `~/.cache/mle-gym`):
-`<competition-id>/<kind>/{public,private}/` plus a `prepared.json` marker written last.
-`kind` is `sample-<seed>` or `kaggle`. A dataset is built in a temporary sibling folder and
-renamed into place, so a half-finished build never looks prepared.
+Layout under the data root (`$MLE_GYM_DATA`, default `~/.cache/mle-gym`), per competition:
+`<kind>/{public,private}/` plus a `prepared.json` marker written last, where `kind` is
+`sample-<seed>` or `kaggle`; for Kaggle data also `download/` (the zip while it downloads),
+`raw/` (the extracted download) and `mlebench/` (MLE-bench's task text, when fetched). A
+dataset is built in a temporary sibling folder, checked, and renamed into place, so a
+half-finished or failed build never looks prepared.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -18,14 +21,17 @@ import stat
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from mle_gym.competitions import Competition
-from mle_gym.errors import DatasetNotPreparedError, KaggleCredentialsError, PrepareError
+from mle_gym.competitions.checksums import ChecksumMismatch, check_prepared, find_checksums, load_checksums
+from mle_gym.competitions.kaggle_download import DownloadedArchive, Report, check_free_space, download_competition
+from mle_gym.competitions.mlebench_text import find_mlebench_text
+from mle_gym.errors import ChecksumMismatchError, DatasetNotPreparedError, PrepareError
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +69,32 @@ def _dataset(comp: Competition, kind: DataKind, folder: Path, seed: int | None) 
     )
 
 
+def sample_generator_fingerprint(comp: Competition) -> str:
+    """A hash of the code that makes a competition's sample data: its competition.py and
+    metadata.json, the shared helpers, and any other competition folder its code names (one
+    competition may build on another's). Sample data made by other code is made again."""
+    here = comp.folder.parent
+    source = (comp.folder / "competition.py").read_text()
+    files = [comp.folder / "competition.py", comp.folder / "metadata.json", here / "helpers.py"]
+    files += [other / "competition.py" for other in sorted(here.iterdir())
+              if other != comp.folder and (other / "competition.py").is_file() and other.name in source]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def find_dataset(comp: Competition, kind: DataKind, *, seed: int = 0, root: Path | None = None) -> Dataset | None:
     folder = _folder(comp, kind, seed if kind == "sample" else None, root)
     if not (folder / MARKER).is_file():
         return None
+    if kind == "sample":
+        try:
+            made_by = json.loads((folder / MARKER).read_text()).get("generator")
+        except (OSError, ValueError):
+            made_by = None
+        if made_by != sample_generator_fingerprint(comp):
+            return None
     return _dataset(comp, kind, folder, seed if kind == "sample" else None)
 
 
@@ -92,7 +120,11 @@ def remove_dataset(folder: Path) -> None:
         shutil.rmtree(folder)
 
 
-def _build(comp: Competition, kind: DataKind, seed: int | None, root: Path | None, fill) -> Dataset:
+def _build(
+    comp: Competition, kind: DataKind, seed: int | None, root: Path | None, fill,
+    check: Callable[[Path, Path], dict[str, Any]] | None = None,
+) -> Dataset:
+    """Fill a staging folder, make its public part read-only, `check` it (raising aborts), rename it into place."""
     final = _folder(comp, kind, seed, root)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
@@ -102,6 +134,8 @@ def _build(comp: Competition, kind: DataKind, seed: int | None, root: Path | Non
         fill(staging / "public", staging / "private")
         _make_read_only(staging / "public")
         marker = {"competition_id": comp.id, "kind": kind, "seed": seed, "created": time.time()}
+        if check is not None:
+            marker.update(check(staging / "public", staging / "private"))
         (staging / MARKER).write_text(json.dumps(marker) + "\n")
         if final.exists():
             remove_dataset(final)
@@ -134,7 +168,8 @@ def ensure_sample_data(comp: Competition, *, seed: int = 0, root: Path | None = 
         if found is not None:
             return found
         log.info("generating sample data for %s (seed %d)", comp.id, seed)
-        return _build(comp, "sample", seed, root, lambda pub, priv: comp.generate_sample(pub, priv, seed))
+        return _build(comp, "sample", seed, root, lambda pub, priv: comp.generate_sample(pub, priv, seed),
+                      check=lambda pub, priv: {"generator": sample_generator_fingerprint(comp)})
 
 
 def load_dataset(comp: Competition, kind: DataKind, *, seed: int = 0, root: Path | None = None) -> Dataset:
@@ -151,80 +186,201 @@ def load_dataset(comp: Competition, kind: DataKind, *, seed: int = 0, root: Path
 
 
 # -- Kaggle ---------------------------------------------------------------------------------
-def rules_url(comp: Competition) -> str:
-    return comp.metadata.rules_url or f"https://www.kaggle.com/c/{comp.id}/rules"
+RAW_MARKER = ".complete"  # in raw/, written last: the extraction finished; records the zip's MD5
 
 
-def _kaggle_api():  # imported late: the kaggle package is optional and authenticates on import
-    creds = Path(os.environ.get("KAGGLE_CONFIG_DIR", Path.home() / ".kaggle")) / "kaggle.json"
-    if not creds.is_file() and not (os.environ.get("KAGGLE_USERNAME") and os.environ.get("KAGGLE_KEY")):
-        raise KaggleCredentialsError(
-            f"no Kaggle credentials: expected {creds} or KAGGLE_USERNAME and KAGGLE_KEY in the environment. "
-            "Create an API token at https://www.kaggle.com/settings and save it there."
-        )
+class PrepareResult(BaseModel):
+    """What `prepare_kaggle` did for one competition."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    competition_id: str
+    status: Literal["prepared", "already prepared"]
+    dataset: Dataset
+    verified: bool = False
+    checksums: Literal["mlebench", "override", "none"] = "none"
+    mismatches: list[ChecksumMismatch] = []
+
+
+def read_marker(folder: Path) -> dict[str, Any] | None:
+    """The `prepared.json` of a dataset folder, or None when it is not prepared."""
     try:
-        from kaggle.api.kaggle_api_extended import KaggleApi
-    except ImportError:
-        raise PrepareError("the `kaggle` package is not installed; run `pip install 'mle-gym[kaggle]'`") from None
-    api = KaggleApi()
-    api.authenticate()
-    return api
+        return json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
 
 
-def download_raw(comp: Competition, dest: Path) -> Path:
-    """Download and extract the competition's files into `dest`; returns `dest`."""
-    api = _kaggle_api()
-    dest.mkdir(parents=True, exist_ok=True)
+def _extract_zip(archive: Path, target: Path) -> None:
     try:
-        api.competition_download_files(comp.id, path=str(dest), quiet=False)
-    except Exception as exc:  # the kaggle client raises bare HTTP errors; 403 means rules not accepted
-        text = str(exc)
-        if "403" in text or "Forbidden" in text:
-            raise KaggleCredentialsError(
-                f"Kaggle refused the download of {comp.id} (403): accept the competition's rules first at "
-                f"{rules_url(comp)}"
-            ) from exc
-        raise PrepareError(f"downloading {comp.id} from Kaggle failed: {text}") from exc
-    extract_archives(dest)
-    return dest
+        with zipfile.ZipFile(archive) as zf:
+            inside = target.resolve()
+            for member in zf.namelist():
+                if not (target / member).resolve().is_relative_to(inside):
+                    raise PrepareError(f"{archive} holds a path outside its folder: {member!r}")
+            zf.extractall(target)  # checks each member's CRC as it goes
+    except zipfile.BadZipFile as exc:
+        raise PrepareError(f"{archive} is not a valid zip archive ({exc}); delete it and prepare again") from exc
 
 
 def extract_archives(folder: Path) -> None:
-    """Unzip every .zip under `folder` in place (nested archives too), checking each first."""
+    """Unzip every .zip under `folder` in place (nested archives too), deleting each once extracted."""
     pending = sorted(folder.rglob("*.zip"))
     while pending:
         archive = pending.pop()
-        try:
-            with zipfile.ZipFile(archive) as zf:
-                bad = zf.testzip()
-                if bad is not None:
-                    raise PrepareError(f"{archive} is corrupt (first bad member: {bad}); delete it and prepare again")
-                target = archive.parent
-                for member in zf.namelist():
-                    resolved = (target / member).resolve()
-                    if not str(resolved).startswith(str(target.resolve())):
-                        raise PrepareError(f"{archive} holds a path outside its folder: {member!r}")
-                zf.extractall(target)
-        except zipfile.BadZipFile as exc:
-            raise PrepareError(f"{archive} is not a valid zip archive ({exc}); delete it and prepare again") from exc
+        _extract_zip(archive, archive.parent)
         archive.unlink()
         pending.extend(p for p in sorted(archive.parent.rglob("*.zip")) if p not in pending)
 
 
+def _extract_download(comp: Competition, archive: DownloadedArchive, raw: Path, report: Report | None) -> None:
+    """Extract Kaggle's zip (and the archives inside it) into `raw`, atomically."""
+    try:
+        with zipfile.ZipFile(archive.path) as zf:
+            unpacked = sum(info.file_size for info in zf.infolist())
+    except zipfile.BadZipFile as exc:
+        raise PrepareError(
+            f"{archive.path} is not a valid zip archive ({exc}); delete it and prepare again") from exc
+    # The extracted files, then the public and private split made from them.
+    check_free_space(raw.parent, 2 * unpacked, f"extracting and splitting {comp.id}")
+    if report is not None:
+        report(f"{comp.id}: extracting {archive.path.name}")
+    staging = Path(tempfile.mkdtemp(prefix=".raw.", dir=raw.parent))
+    try:
+        _extract_zip(archive.path, staging)
+        extract_archives(staging)
+        (staging / RAW_MARKER).write_text(json.dumps({"zip_md5": archive.md5, "zip_bytes": archive.bytes}) + "\n")
+        remove_dataset(raw)
+        os.replace(staging, raw)
+    except BaseException:
+        remove_dataset(staging)
+        raise
+
+
+def _extracted_zip_md5(raw: Path) -> str | None:
+    """The MD5 of the zip `raw` was extracted from, or None when `raw` is not a complete extraction."""
+    try:
+        return json.loads((raw / RAW_MARKER).read_text())["zip_md5"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def prepare_from_raw(comp: Competition, raw: Path, *, root: Path | None = None) -> Dataset:
-    """Split an extracted Kaggle download (`raw`) into the public/private layout, atomically."""
+    """Split an extracted Kaggle download (`raw`) into the public/private layout, atomically (no checksums)."""
     with _lock(_folder(comp, "kaggle", None, root)):
         return _build(comp, "kaggle", None, root, lambda pub, priv: comp.prepare(raw, pub, priv))
 
 
-def prepare_kaggle(comp: Competition, *, root: Path | None = None, keep_raw: bool = True) -> Dataset:
-    """Download from Kaggle (unless a raw download is already there), then split."""
-    raw = (root or data_root()) / comp.id / "raw"
-    if not (raw / ".complete").is_file():
-        remove_dataset(raw)
-        download_raw(comp, raw)
-        (raw / ".complete").write_text("ok\n")
-    dataset = prepare_from_raw(comp, raw, root=root)
-    if not keep_raw:
-        remove_dataset(raw)
-    return dataset
+def _fill_kaggle(comp: Competition, raw: Path, root: Path):
+    def fill(public: Path, private: Path) -> None:
+        comp.prepare(raw, public, private)
+        text = find_mlebench_text(comp, root=root)
+        if text is not None:  # MLE-bench's data folder holds the description its instructions point to
+            shutil.copyfile(text.folder / "description.md", public / "description.md")
+    return fill
+
+
+def add_mlebench_description(comp: Competition, *, root: Path | None = None) -> bool:
+    """Put fetched MLE-bench text's description.md into already prepared Kaggle data; True when it changed."""
+    root = root or data_root()
+    final = _folder(comp, "kaggle", None, root)
+    with _lock(final):
+        text = find_mlebench_text(comp, root=root)
+        target = final / "public" / "description.md"
+        if text is None or read_marker(final) is None:
+            return False
+        source = text.folder / "description.md"
+        if target.is_file() and target.read_bytes() == source.read_bytes():
+            return False
+        public_mode = stat.S_IMODE((final / "public").stat().st_mode)
+        os.chmod(final / "public", public_mode | stat.S_IWUSR)
+        try:
+            if target.exists():
+                target.unlink()
+            shutil.copyfile(source, target)
+            os.chmod(target, 0o444)
+        finally:
+            os.chmod(final / "public", public_mode)
+        return True
+
+
+def _mismatch_report(mismatches: list[ChecksumMismatch]) -> str:
+    return "; ".join(m.describe() for m in mismatches)
+
+
+def prepare_kaggle(
+    comp: Competition, *, root: Path | None = None, keep_raw: bool = True, verify: bool = True,
+    force: bool = False, checksums_file: Path | None = None, retries: int = 5, quiet: bool = False,
+    report: Report | None = None,
+) -> PrepareResult:
+    """Download `comp` from Kaggle (resuming a partial download), verify, extract and split it as MLE-bench does.
+
+    Verification compares the download's MD5 and every checksummed prepared file's with
+    MLE-bench's published figures (or those of `checksums_file` for the competitions it lists).
+    A mismatch raises `ChecksumMismatchError` and nothing is prepared, unless `verify=False`:
+    then the mismatches are recorded in the result and the marker, and preparation goes on.
+    Data already prepared and verified against the same figures is left alone unless `force`.
+    """
+    root = root or data_root()
+    expected = find_checksums(comp.id, checksums_file)
+    source: Literal["mlebench", "override", "none"] = (
+        "none" if expected is None
+        else "override" if checksums_file is not None and comp.id in load_checksums(checksums_file)
+        else "mlebench"
+    )
+    figures = "MLE-bench's published checksums" if source == "mlebench" else f"the checksums in {checksums_file}"
+    wanted = expected.model_dump() if expected is not None else None
+    final = _folder(comp, "kaggle", None, root)
+    with _lock(final):
+        marker = read_marker(final)
+        if marker is not None and not force and (
+            (marker.get("verified") and marker.get("checksums") == wanted) or not verify
+        ):
+            return PrepareResult(
+                competition_id=comp.id, status="already prepared", dataset=_dataset(comp, "kaggle", final, None),
+                verified=bool(marker.get("verified")), checksums=marker.get("checksums_source", "none"),
+                mismatches=marker.get("mismatches", []),
+            )
+        raw = root / comp.id / "raw"
+        zip_md5 = _extracted_zip_md5(raw)
+        archive: DownloadedArchive | None = None
+        if zip_md5 is None:
+            archive = download_competition(comp, root / comp.id / "download", retries=retries, quiet=quiet,
+                                           report=report)
+            zip_md5 = archive.md5
+        mismatches = []
+        if expected is not None and expected.zip is not None and zip_md5 != expected.zip:
+            mismatch = ChecksumMismatch(file=f"{comp.id}.zip", expected=expected.zip, actual=zip_md5)
+            if verify:
+                where = archive.path if archive is not None else raw
+                raise ChecksumMismatchError(
+                    f"Kaggle's download of {comp.id} differs from {figures}: {mismatch.describe()}. The "
+                    f"competition's files may have changed on Kaggle, or the download is corrupt: delete {where} "
+                    "to download it again, or pass --no-verify to prepare from it anyway"
+                )
+            mismatches.append(mismatch)
+        if archive is not None:
+            _extract_download(comp, archive, raw, report)
+            shutil.rmtree(archive.path.parent)
+
+        def check(public: Path, private: Path) -> dict[str, Any]:
+            found = check_prepared(expected, public, private) if expected is not None else []
+            if found and verify:
+                raise ChecksumMismatchError(
+                    f"the prepared files of {comp.id} differ from {figures}: {_mismatch_report(found)}. "
+                    f"Nothing was prepared; the extracted download stays in {raw}. Pass --no-verify to "
+                    "prepare it anyway"
+                )
+            every = [*mismatches, *found]
+            return {"verified": expected is not None and not every, "checksums": wanted, "checksums_source": source,
+                    "zip_md5": zip_md5, "mismatches": [m.model_dump() for m in every]}
+
+        if report is not None:
+            report(f"{comp.id}: splitting as MLE-bench does")
+        dataset = _build(comp, "kaggle", None, root, _fill_kaggle(comp, raw, root), check)
+        if not keep_raw:
+            remove_dataset(raw)
+        marker = read_marker(final) or {}
+        return PrepareResult(
+            competition_id=comp.id, status="prepared", dataset=dataset, verified=bool(marker.get("verified")),
+            checksums=source, mismatches=marker.get("mismatches", []),
+        )

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 RewardMode = Literal["medal", "any_medal", "percentile"]
+PromptKind = Literal["own", "mlebench"]
 
 
 class EnvConfig(BaseModel):
@@ -19,6 +20,9 @@ class EnvConfig(BaseModel):
     sample_seed: int = Field(default=0, ge=0, description="which synthetic sample dataset to use")
     sandbox: Literal["docker", "local"] = "docker"
     reward: RewardMode = "medal"
+    prompt: PromptKind = Field(
+        default="own", description='"own": mle-gym\'s task text; "mlebench": MLE-bench\'s instructions and '
+                                   "description verbatim, fetched by `mle-gym prepare ID --mlebench-text`")
     max_steps: int = Field(default=500, ge=1)
     time_limit_s: float = Field(default=24 * 3600.0, gt=0, description="wall clock from reset; MLE-bench gives 24 h")
     command_timeout_s: float = Field(default=600.0, gt=0, description="default timeout of one bash call")

@@ -62,7 +62,27 @@ class PrepareError(MLEGymError, RuntimeError):
 
 
 class KaggleCredentialsError(PrepareError):
-    """Kaggle credentials are missing, or the competition's rules were not accepted."""
+    """Kaggle credentials are missing or rejected, or the competition's rules were not accepted."""
+
+
+class KaggleClientUnavailableError(PrepareError, ImportError):
+    """The `kaggle` package is not installed, or importing it failed."""
+
+
+class KaggleDownloadError(PrepareError, ConnectionError):
+    """Kaggle could not be reached, or a download stopped before its end."""
+
+
+class InsufficientDiskSpaceError(PrepareError):
+    """The data root's disk has too little free space for a download, its extraction or its split."""
+
+
+class ChecksumMismatchError(PrepareError):
+    """A downloaded or prepared file does not hash to the figure the project carries."""
+
+
+class MLEBenchTextNotFetchedError(MLEGymError, FileNotFoundError):
+    """MLE-bench's task text for a competition has not been fetched on this machine."""
 
 
 class GradingError(MLEGymError, RuntimeError):

@@ -10,9 +10,10 @@ from typing import Any
 import gymnasium as gym
 
 from mle_gym.competitions import Competition, get_competition
-from mle_gym.competitions.datasets import Dataset, load_dataset
+from mle_gym.competitions.datasets import Dataset, data_root, load_dataset
+from mle_gym.competitions.mlebench_text import MLEBenchText, load_mlebench_text
 from mle_gym.config import EnvConfig
-from mle_gym.envs.prompt import build_prompt
+from mle_gym.envs.prompt import build_mlebench_prompt, build_prompt
 from mle_gym.envs.spaces import TextObservation, ToolCallSpace
 from mle_gym.envs.submission import SubmissionService
 from mle_gym.errors import EpisodeEndedError, SandboxPathError
@@ -63,6 +64,7 @@ class MLEEnv(gym.Env[str, dict]):
 
     ## Arguments
     See `mle_gym.config.EnvConfig`: data ("sample" | "kaggle"), sandbox ("docker" | "local"),
+    prompt ("own" | "mlebench": MLE-bench's text, fetched by `mle-gym prepare ID --mlebench-text`),
     reward, max_steps, time_limit_s, command_timeout_s, max_output_chars, and Docker options
     (image, cpus, memory, pids_limit, shm_size, network, gpus).
 
@@ -83,6 +85,7 @@ class MLEEnv(gym.Env[str, dict]):
         self.tools = openai_tools()
         self.anthropic_tools = anthropic_tools()
         self.dataset: Dataset | None = None
+        self._mlebench_text: MLEBenchText | None = None
         self.sandbox: Sandbox | None = None
         self._executor: ToolExecutor | None = None
         self._submissions: SubmissionService | None = None
@@ -115,6 +118,8 @@ class MLEEnv(gym.Env[str, dict]):
             raise EpisodeEndedError("this environment was closed; make a new one with gym.make(...)")
         if self.dataset is None:
             self.dataset = load_dataset(self.competition, self.config.data, seed=self.config.sample_seed)
+        if self.config.prompt == "mlebench" and self._mlebench_text is None:
+            self._mlebench_text = load_mlebench_text(self.competition, root=data_root())
         if self.sandbox is None:
             # The grading process server imports pandas and scikit-learn: a few seconds, paid
             # while the episode runs rather than when it ends.
@@ -139,12 +144,17 @@ class MLEEnv(gym.Env[str, dict]):
         self._started = time.monotonic()
         self._active = True
         described = self.sandbox.describe()
-        prompt = build_prompt(
-            description=self.competition.description(), paths=paths.as_dict(), submission_path=self.submission_path,
-            max_steps=self.config.max_steps, time_limit_s=self.config.time_limit_s,
-            command_timeout_s=self.config.command_timeout_s, max_output_chars=self.config.max_output_chars,
-            sample_data=self.dataset.sample_data, isolation=described.get("isolation", "unknown"),
-        )
+        if self._mlebench_text is not None:
+            prompt = build_mlebench_prompt(instructions=self._mlebench_text.instructions,
+                                           description=self._mlebench_text.description)
+        else:
+            prompt = build_prompt(
+                description=self.competition.description(), paths=paths.as_dict(),
+                submission_path=self.submission_path, max_steps=self.config.max_steps,
+                time_limit_s=self.config.time_limit_s, command_timeout_s=self.config.command_timeout_s,
+                max_output_chars=self.config.max_output_chars, sample_data=self.dataset.sample_data,
+                isolation=described.get("isolation", "unknown"),
+            )
         self._last_observation = prompt
         info = {
             "competition": self.competition.id,
@@ -171,7 +181,8 @@ class MLEEnv(gym.Env[str, dict]):
         reason: str | None = None
         submitted: str | None = None
         call: ParsedCall | None = None
-        if self._time_left() <= 0:
+        time_left = self._time_left()
+        if time_left <= 0:
             result = ToolResult(tool="none", observation="The time limit was reached before this action ran.")
             truncated, reason = True, "time_limit"
         else:
@@ -184,13 +195,14 @@ class MLEEnv(gym.Env[str, dict]):
                     result, submitted = self._submit(call)
                     terminated = True
                 else:
-                    result = self._executor.run(call, time_left_s=self._time_left())
+                    result = self._executor.run(call, time_left_s=time_left)
+        time_left = self._time_left()
         if not terminated and not truncated:
             if self.sandbox.breach is not None:
                 truncated, reason = True, self.sandbox.breach
             elif self._steps >= self.config.max_steps:
                 truncated, reason = True, "max_steps"
-            elif self._time_left() <= 0:
+            elif time_left <= 0:
                 truncated, reason = True, "time_limit"
         info: dict[str, Any] = {
             "tool": result.tool,
@@ -200,7 +212,9 @@ class MLEEnv(gym.Env[str, dict]):
             "output_truncated": result.output_truncated,
             "timed_out": result.timed_out,
             "shell_restarted": result.shell_restarted,
-            **self._budget_info(),
+            "step": self._steps,
+            "steps_left": max(self.config.max_steps - self._steps, 0),
+            "time_left_s": round(max(time_left, 0.0), 1),
         }
         if result.saved_output_path:
             info["saved_output_path"] = result.saved_output_path

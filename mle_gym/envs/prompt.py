@@ -1,4 +1,4 @@
-"""The task prompt an episode opens with."""
+"""The task prompt an episode opens with: mle-gym's own, or MLE-bench's text (`prompt="mlebench"`)."""
 
 from __future__ import annotations
 
@@ -49,3 +49,18 @@ def build_prompt(
 - Tool output longer than {max_output_chars:,} characters is cut to its head and tail; the full text is saved to a file.
 - Sandbox isolation: {isolation}.
 """
+
+
+# The separator AIDE's start script (in MLE-bench's agents/) puts between the instructions and the description.
+MLEBENCH_SEPARATOR = "\nCOMPETITION INSTRUCTIONS\n------\n\n"
+
+
+def build_mlebench_prompt(*, instructions: str, description: str) -> str:
+    """MLE-bench's text, verbatim: its agent instructions, then the competition's description.
+
+    Joined as MLE-bench's AIDE agent joins them, without AIDE's own notes. The text is
+    MLE-bench's alone: it names MLE-bench's paths (`/home/data`, `/home/submission`, which the
+    Docker sandbox shares) and its validation server (here the `validate_submission` tool, whose
+    schema the agent gets with the other tools).
+    """
+    return instructions + MLEBENCH_SEPARATOR + description

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -16,6 +17,7 @@ from mle_gym.competitions.datasets import (
     find_dataset,
     load_dataset,
     prepare_from_raw,
+    sample_generator_fingerprint,
 )
 from mle_gym.errors import DatasetNotPreparedError, KaggleCredentialsError, PrepareError
 
@@ -45,17 +47,18 @@ def test_failed_prepare_leaves_nothing_that_looks_prepared(tmp_path: Path) -> No
 
 
 def test_prepare_without_credentials_names_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path / "nowhere"))
-    monkeypatch.delenv("KAGGLE_USERNAME", raising=False)
-    monkeypatch.delenv("KAGGLE_KEY", raising=False)
+    for name in ("KAGGLE_USERNAME", "KAGGLE_KEY", "KAGGLE_API_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
     assert main(["prepare", "aerial-cactus"]) == 1
     err = capsys.readouterr().err
     assert "no Kaggle credentials" in err and "kaggle.json" in err and "KAGGLE_USERNAME" in err
     comp = get_competition("aerial-cactus")
-    from mle_gym.competitions.datasets import download_raw
+    from mle_gym.competitions.datasets import prepare_kaggle
 
     with pytest.raises(KaggleCredentialsError):
-        download_raw(comp, tmp_path / "raw")
+        prepare_kaggle(comp, root=tmp_path / "root")
 
 
 def test_corrupt_archives_are_reported(tmp_path: Path) -> None:
@@ -86,3 +89,20 @@ def test_env_ids_cover_every_lite_competition() -> None:
     assert {"mle/aerial-cactus", "mle/spooky", "mle/spooky-author-identification"} <= ids
     assert all(i in gym.registry for i in ids)
     assert os.environ["MLE_GYM_DATA"]
+
+
+def test_sample_data_made_by_older_code_is_made_again(tmp_path: Path) -> None:
+    # A sample made before its generator (or the split it shares with real data) changed must
+    # not be reused: its files would no longer match what grading expects.
+    comp = get_competition("spooky-author-identification")
+    first = ensure_sample_data(comp, seed=0, root=tmp_path)
+    marker = first.root / "prepared.json"
+    record = json.loads(marker.read_text())
+    assert record["generator"] == sample_generator_fingerprint(comp)
+    assert ensure_sample_data(comp, seed=0, root=tmp_path).root == first.root
+    assert json.loads(marker.read_text())["created"] == record["created"]  # reused as it was
+    marker.write_text(json.dumps({**record, "generator": "made-by-older-code"}))
+    again = ensure_sample_data(comp, seed=0, root=tmp_path)
+    fresh = json.loads((again.root / "prepared.json").read_text())
+    assert fresh["generator"] == sample_generator_fingerprint(comp) and fresh["created"] > record["created"]
+    assert (again.public / "sample_submission.csv").is_file()
