@@ -820,7 +820,7 @@ def gc_data_images(*, older_than_s: float = 7 * 24 * 3600, keep: set[str] | None
     client = _connect()
     removed: list[str] = []
     try:
-        in_use = {c.image.id for c in client.containers.list(all=True) if c.image is not None}
+        in_use = {c.attrs.get("Image") for c in client.containers.list(all=True, ignore_removed=True)}
         now = time.time()
         for image in client.images.list(name=DATA_REPO):
             if image.id in in_use or set(image.tags) & (keep or set()):
