@@ -99,3 +99,7 @@ class EpisodeEndedError(MLEGymError, RuntimeError):
 
 class TrajectoryError(MLEGymError, ValueError):
     """A trajectory file could not be read or does not match the schema."""
+
+
+class ResetOptionError(MLEGymError, ValueError):
+    """reset() was given an option it does not know, or a bad value for one it knows."""

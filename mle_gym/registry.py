@@ -1,24 +1,74 @@
-"""Gymnasium registration: `mle/<kaggle-id>` and `mle/<alias>` for every packaged competition."""
+"""Gymnasium registration: `mle/<kaggle-id>` and `mle/<alias>` for every packaged competition.
+
+Registration reads each competition's `metadata.json` directly instead of importing
+`mle_gym.competitions` (pandas, scikit-learn and the graders): `import mle_gym.tools`, which an
+agent does for the schemas alone, goes through this module and must stay light.
+"""
 
 from __future__ import annotations
 
-import gymnasium as gym
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
 
-from mle_gym.competitions import list_competitions
+import gymnasium as gym
+from gymnasium.envs.registration import WrapperSpec
 
 ENTRY_POINT = "mle_gym.envs.mle_env:MLEEnv"
+STEP_BUDGET_HOOK = WrapperSpec(name="MLEStepBudget", entry_point="mle_gym.registry:apply_time_limit", kwargs={})
+"""Applied by `gym.make` after its TimeLimit wrapper: hands `max_episode_steps` to the env."""
+
+
+def _competition_names() -> list[tuple[str, str]]:
+    """(kaggle id, alias) of every competition folder, sorted by id, without importing them."""
+    spec = importlib.util.find_spec("mle_gym.competitions")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    names = []
+    for location in spec.submodule_search_locations:
+        for metadata in sorted(Path(location).glob("*/metadata.json")):
+            data = json.loads(metadata.read_text())
+            names.append((data["id"], data["alias"]))
+    return sorted(names)
 
 
 def env_ids() -> list[str]:
-    return [f"mle/{name}" for comp in list_competitions() for name in (comp.id, comp.alias)]
+    return [f"mle/{name}" for comp in _competition_names() for name in comp]
+
+
+def apply_time_limit(env: gym.Env, **_: Any) -> gym.Env:
+    """Map Gymnasium's `max_episode_steps` onto the env's own step budget, so that the step
+    where TimeLimit truncates is also the env's own graded truncation (`info["grade"]`).
+
+    `gym.make` calls this (the spec's additional wrapper) on the env it built, TimeLimit
+    outermost when `max_episode_steps` was given; the env is returned as it is, so no layer is
+    added to step(). A TimeLimit applied by hand (`TimeLimit(env, 5)`) is not seen: pass
+    `max_steps=5` instead.
+    """
+    spec = env.unwrapped.spec
+    if spec is not None and STEP_BUDGET_HOOK not in spec.additional_wrappers:
+        # `gym.make` resets the env's spec to no additional wrappers; put this hook back so that
+        # `gym.make(env.spec)` maps the limit again.
+        spec.additional_wrappers = (*spec.additional_wrappers, STEP_BUDGET_HOOK)
+    if isinstance(env, gym.wrappers.TimeLimit):
+        limit = env._max_episode_steps
+        inner = env.unwrapped
+        set_limit = getattr(inner, "set_step_limit", None)
+        if set_limit is not None:
+            set_limit(limit)
+    return env
 
 
 def register_envs() -> None:
     """Register every competition under both names; safe to call more than once."""
-    for comp in list_competitions():
-        for name in (comp.id, comp.alias):
+    for competition, alias in _competition_names():
+        for name in (competition, alias):
             env_id = f"mle/{name}"
             if env_id in gym.registry:
                 continue
-            gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"competition": comp.id},
-                         disable_env_checker=False)
+            # nondeterministic: a real shell, wall-clock budgets and durations in info; the same
+            # seed and actions do not give the same info (and training code may be random).
+            gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"competition": competition},
+                         disable_env_checker=False, nondeterministic=True,
+                         additional_wrappers=(STEP_BUDGET_HOOK,))

@@ -113,7 +113,7 @@ def test_export_is_valid_chat_format(episodes: list[Path]) -> None:
     # Not a valid call: raw text in the assistant turn, the env's error as the next user turn.
     i = msgs.index(turns[4])
     assert turns[4]["content"] == "I think I should train a model"
-    assert msgs[i + 1]["role"] == "user" and msgs[i + 1]["content"].startswith("Error: the action is not valid JSON")
+    assert msgs[i + 1]["role"] == "user" and msgs[i + 1]["content"].startswith("Error: the message holds no tool call")
     assert "bsh" in turns[5]["content"] and "there is no tool 'bsh'" in msgs[msgs.index(turns[5]) + 1]["content"]
     assert "{oops" in turns[7]["content"]
     # A call to a real tool with wrong argument names is a tool call whose result is the error.

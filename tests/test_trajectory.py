@@ -78,7 +78,7 @@ def test_records_header_steps_and_end(recorder: TrajectoryRecorder) -> None:
                            "function": {"name": "list_dir", "arguments": '{"path": "."}'}}
     assert s[1].tool_call["id"] == "call_abc"
     assert s[2].action == "this is not json" and s[2].tool_call is None
-    assert s[2].tool_error["type"] == "invalid_json" and not s[2].action_lossy
+    assert s[2].tool_error["type"] == "no_tool_call" and not s[2].action_lossy
     assert s[3].action_lossy and s[3].action.startswith("<object object") and s[3].action_type == "object"
     assert traj.end is not None
     assert traj.end.end_reason == "terminated" and traj.end.n_steps == 5

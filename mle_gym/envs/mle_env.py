@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import threading
 import time
@@ -16,17 +17,21 @@ from mle_gym.config import EnvConfig
 from mle_gym.envs.prompt import build_mlebench_prompt, build_prompt
 from mle_gym.envs.spaces import TextObservation, ToolCallSpace
 from mle_gym.envs.submission import SubmissionService
-from mle_gym.errors import EpisodeEndedError, SandboxPathError
+from mle_gym.errors import EpisodeEndedError, ResetOptionError, SandboxPathError
 from mle_gym.grading import GradeReport
 from mle_gym.grading.isolated import GradingLimits, warm_up
 from mle_gym.sandbox.base import Sandbox
 from mle_gym.sandbox.factory import make_sandbox
 from mle_gym.tools.execute import ToolExecutor, ToolResult
-from mle_gym.tools.parse import ParsedCall, ToolCallError, parse_action
+from mle_gym.tools.message import parse_actions
+from mle_gym.tools.parse import ParsedCall, ToolCallError
 from mle_gym.tools.schemas import TOOL_NAMES, anthropic_tools, openai_tools
 from mle_gym.units import parse_size
 
 log = logging.getLogger(__name__)
+
+RESET_OPTIONS = ("competition",)
+"""What `reset(options=...)` takes: "competition" switches to another competition (id or alias)."""
 
 MEDAL_REWARD = {"gold": 3.0, "silver": 2.0, "bronze": 1.0, "none": 0.0}
 
@@ -42,11 +47,17 @@ class MLEEnv(gym.Env[str, dict]):
     thresholds.
 
     ## Action Space
-    A tool call: a `ToolCall`, a dict `{"name": ..., "arguments": {...}}`, its JSON text, or an
-    OpenAI-style `{"function": {"name": ..., "arguments": "<json>"}}`. Tools: bash, read_file,
-    write_file, edit_file, list_dir, validate_submission, submit (`self.tools` holds their
-    OpenAI schemas, `self.anthropic_tools` the Anthropic form). A malformed call never raises:
-    it returns an observation saying what was wrong, `info["tool_error"]`, and counts as a step.
+    A tool call: a `ToolCall`, a dict `{"name": ..., "arguments": {...}}`, an OpenAI-style
+    `{"function": {"name": ..., "arguments": "<json>"}}`, an Anthropic `tool_use` block, or an
+    assistant message's raw text (str or bytes) holding one or several calls in a common format
+    (JSON, Hermes/Qwen `<tool_call>`, fenced JSON, Llama 3.1, Mistral; `mle_gym.tools.message`).
+    Several calls in one message run in order as one step (one step of `max_steps`), stopping at
+    `submit`; `info["tool_calls"]` has one entry per call. Tools: bash, read_file, write_file,
+    edit_file, list_dir, validate_submission, submit (`self.tools` holds their OpenAI schemas,
+    `self.anthropic_tools` the Anthropic form; `mle_gym.tools.tool_prompt` renders a system
+    prompt's tool section). A malformed call, or text with no call (`no_tool_call`), never
+    raises: it returns an observation saying what was wrong, `info["tool_error"]`, and counts as
+    a step.
 
     ## Observation Space
     Text: the task prompt after `reset`, then each tool's output (capped at `max_output_chars`
@@ -61,12 +72,17 @@ class MLEEnv(gym.Env[str, dict]):
     `submit` terminates (`terminated=True`). Running out of `max_steps` or of `time_limit_s`
     (wall clock since reset) truncates (`truncated=True`, `info["truncation_reason"]`). Either
     way the submission present at that moment is graded and `info["grade"]` holds the report.
+    `gym.make(id, max_episode_steps=N)` lowers `max_steps` to N, so TimeLimit's truncation is graded.
 
     ## Arguments
     See `mle_gym.config.EnvConfig`: data ("sample" | "kaggle"), sandbox ("docker" | "local"),
     prompt ("own" | "mlebench": MLE-bench's text, fetched by `mle-gym prepare ID --mlebench-text`),
     reward, max_steps, time_limit_s, command_timeout_s, max_output_chars, and Docker options
     (image, cpus, memory, pids_limit, shm_size, network, gpus).
+
+    ## Reset Options
+    `reset(options={"competition": ID})` switches to another competition with the same settings;
+    any other option raises `ResetOptionError`.
 
     ## Version History
     - v0 (mle-gym 0.1): first release.
@@ -106,6 +122,17 @@ class MLEEnv(gym.Env[str, dict]):
             "time_left_s": round(self._time_left(), 1),
         }
 
+    def set_step_limit(self, max_episode_steps: int) -> None:
+        """Lower the step budget to Gymnasium's `max_episode_steps` (called by `gym.make`).
+
+        TimeLimit then truncates on the very step where the env truncates itself, so that step
+        carries the grade; a limit above `max_steps` changes nothing (the env ends first).
+        """
+        if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, int) or max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be a positive int (or -1 for none), got {max_episode_steps!r}")
+        if max_episode_steps < self.config.max_steps:
+            self.config = self.config.model_copy(update={"max_steps": max_episode_steps})
+
     @property
     def submission_path(self) -> str:
         assert self.sandbox is not None
@@ -116,6 +143,8 @@ class MLEEnv(gym.Env[str, dict]):
         super().reset(seed=seed)
         if self._closed:
             raise EpisodeEndedError("this environment was closed; make a new one with gym.make(...)")
+        if options:
+            self._apply_reset_options(options)
         if self.dataset is None:
             self.dataset = load_dataset(self.competition, self.config.data, seed=self.config.sample_seed)
         if self.config.prompt == "mlebench" and self._mlebench_text is None:
@@ -170,6 +199,34 @@ class MLEEnv(gym.Env[str, dict]):
         }
         return prompt, info
 
+    def _apply_reset_options(self, options: dict[str, Any]) -> None:
+        unknown = [key for key in options if key not in RESET_OPTIONS]
+        if unknown:
+            key = unknown[0]
+            close = difflib.get_close_matches(str(key), RESET_OPTIONS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ResetOptionError(f"reset() got an unknown option {key!r}{hint} Known options: "
+                                   f"{', '.join(RESET_OPTIONS)} (env settings go to gym.make(...) instead)")
+        name = options.get("competition")
+        if name is None:
+            return
+        if not isinstance(name, str):
+            raise ResetOptionError(f"reset(options={{'competition': ...}}) takes a competition id or alias (str), "
+                                   f"got {type(name).__name__}")
+        competition = get_competition(name)
+        if competition.id == self.competition.id:
+            return
+        # A new competition is new data in the sandbox: the old sandbox goes, one with the same
+        # settings (config) is made for the new data in the reset that follows.
+        self._active = False
+        sandbox, self.sandbox, self._executor, self._submissions = self.sandbox, None, None, None
+        if sandbox is not None:
+            sandbox.close()
+        self.competition = competition
+        self.config = self.config.model_copy(update={"competition": competition.id})
+        self.dataset = None
+        self._mlebench_text = None
+
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if not self._active or self.sandbox is None or self._executor is None:
             raise EpisodeEndedError(
@@ -180,22 +237,38 @@ class MLEEnv(gym.Env[str, dict]):
         terminated = truncated = False
         reason: str | None = None
         submitted: str | None = None
-        call: ParsedCall | None = None
+        ran: list[tuple[ParsedCall | None, ToolResult]] = []
+        not_run = ""
         time_left = self._time_left()
         if time_left <= 0:
-            result = ToolResult(tool="none", observation="The time limit was reached before this action ran.")
+            ran.append((None, ToolResult(tool="none", observation="The time limit was reached before this action ran.")))
             truncated, reason = True, "time_limit"
         else:
             try:
-                call = parse_action(action)
+                calls = parse_actions(action)
             except ToolCallError as exc:
-                result = ToolResult(tool="invalid", observation=f"Error: {exc.message}", tool_error=exc.as_info())
-            else:
+                calls = [exc]
+            # One message is one step, however many calls it holds: they run in order until one
+            # submits, the time runs out or the sandbox is breached; the rest are reported, not run.
+            for index, call in enumerate(calls):
+                if index:
+                    time_left = self._time_left()
+                    if time_left <= 0 or self.sandbox.breach is not None:
+                        not_run = (f"\n[{len(calls) - index} later call(s) of this message did not run: "
+                                   f"{'the time limit was reached' if time_left <= 0 else 'the episode was stopped'}]")
+                        break
+                if isinstance(call, ToolCallError):
+                    ran.append((None, ToolResult(tool="invalid", observation=f"Error: {call.message}",
+                                                 tool_error=call.as_info())))
+                    continue
                 if call.name == "submit":
                     result, submitted = self._submit(call)
+                    ran.append((call, result))
                     terminated = True
-                else:
-                    result = self._executor.run(call, time_left_s=time_left)
+                    if index + 1 < len(calls):
+                        not_run = f"\n[{len(calls) - index - 1} later call(s) of this message did not run: submit ended the episode]"
+                    break
+                ran.append((call, self._executor.run(call, time_left_s=time_left)))
         time_left = self._time_left()
         if not terminated and not truncated:
             if self.sandbox.breach is not None:
@@ -204,24 +277,16 @@ class MLEEnv(gym.Env[str, dict]):
                 truncated, reason = True, "max_steps"
             elif time_left <= 0:
                 truncated, reason = True, "time_limit"
-        info: dict[str, Any] = {
-            "tool": result.tool,
-            "tool_call": call.as_dict() if call else None,
-            "exit_code": result.exit_code,
-            "duration_s": round(result.duration_s, 2),
-            "output_truncated": result.output_truncated,
-            "timed_out": result.timed_out,
-            "shell_restarted": result.shell_restarted,
-            "step": self._steps,
-            "steps_left": max(self.config.max_steps - self._steps, 0),
-            "time_left_s": round(max(time_left, 0.0), 1),
-        }
-        if result.saved_output_path:
-            info["saved_output_path"] = result.saved_output_path
-        if result.tool_error:
-            info["tool_error"] = result.tool_error
+        info = self._step_info(ran)
+        info["step"] = self._steps
+        info["steps_left"] = max(self.config.max_steps - self._steps, 0)
+        info["time_left_s"] = round(max(time_left, 0.0), 1)
+        if len(ran) == 1:
+            observation = ran[0][1].observation + not_run
+        else:
+            observation = "\n\n".join(f"[call {i}/{len(ran)}: {call.name if call else result.tool}]\n{result.observation}"
+                                       for i, (call, result) in enumerate(ran, 1)) + not_run
         reward = 0.0
-        observation = result.observation
         if terminated or truncated:
             self._active = False
             # a submit whose path was outside the sandbox leaves `submitted` None: graded as missing
@@ -235,6 +300,48 @@ class MLEEnv(gym.Env[str, dict]):
                 observation += f"\n[episode over: the {budget}; {self.submission_path} was graded as it stood]"
         self._last_observation = observation
         return observation, reward, terminated, truncated, info
+
+    @staticmethod
+    def _call_info(call: ParsedCall | None, result: ToolResult) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "tool": result.tool,
+            "tool_call": call.as_dict() if call else None,
+            "exit_code": result.exit_code,
+            "duration_s": round(result.duration_s, 2),
+            "output_truncated": result.output_truncated,
+            "timed_out": result.timed_out,
+            "shell_restarted": result.shell_restarted,
+        }
+        if result.saved_output_path:
+            info["saved_output_path"] = result.saved_output_path
+        if result.tool_error:
+            info["tool_error"] = result.tool_error
+        return info
+
+    def _step_info(self, ran: list[tuple[ParsedCall | None, ToolResult]]) -> dict[str, Any]:
+        """`info` of a step: one entry per call in `tool_calls`; the top level speaks for the
+        message: the last call's tool, call and exit code, the first tool error, the summed
+        duration, and whether any call was truncated, timed out or restarted the shell."""
+        per_call = [self._call_info(call, result) for call, result in ran]
+        if len(per_call) == 1:
+            info = dict(per_call[0])
+        else:
+            last = per_call[-1]
+            info = {
+                "tool": last["tool"], "tool_call": last["tool_call"], "exit_code": last["exit_code"],
+                "duration_s": round(sum(r.duration_s for _, r in ran), 2),
+                "output_truncated": any(c["output_truncated"] for c in per_call),
+                "timed_out": any(c["timed_out"] for c in per_call),
+                "shell_restarted": any(c["shell_restarted"] for c in per_call),
+            }
+            saved = [c["saved_output_path"] for c in per_call if "saved_output_path" in c]
+            if saved:
+                info["saved_output_path"] = saved[-1]
+            errors = [c["tool_error"] for c in per_call if "tool_error" in c]
+            if errors:
+                info["tool_error"] = errors[0]
+        info["tool_calls"] = per_call
+        return info
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":

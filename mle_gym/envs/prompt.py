@@ -42,8 +42,9 @@ def build_prompt(
   `submit` ends the episode; the file is graded with the competition's metric against hidden answers.
 - `validate_submission` checks the format only (columns, ids, row count, values) and never reveals a score.
 - The hidden answers are not in the sandbox; do not look for them.
-- You have at most {max_steps} tool calls and {_duration(time_limit_s)} of wall-clock time. When either runs
-  out, whatever is at {submission_path} at that moment is graded.
+- You have at most {max_steps} steps (one step is one message of yours, with one or more tool calls) and
+  {_duration(time_limit_s)} of wall-clock time. When either runs out, whatever is at {submission_path} at that
+  moment is graded.
 - One bash call runs at most {_duration(command_timeout_s)} by default (pass timeout_s to change it); longer work can run
   in the background (`nohup python train.py > train.log 2>&1 &`) and be checked on later.
 - Tool output longer than {max_output_chars:,} characters is cut to its head and tail; the full text is saved to a file.

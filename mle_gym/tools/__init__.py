@@ -1,15 +1,19 @@
 """Tool calls: pydantic schemas, parsing of every accepted action form, execution and rendering.
 
-`mle_gym.tools.schemas` and `mle_gym.tools.parse` know nothing of Docker or Gymnasium, so an
-agent can import them alone to build its tool list and calls.
+`mle_gym.tools.schemas`, `parse`, `message` (raw model text) and `chat` (a system prompt's tool
+section) know nothing of Docker or Gymnasium, so an agent can import them alone to build its tool
+list and calls.
 """
 
 from __future__ import annotations
 
+from mle_gym.tools.chat import tool_prompt
+from mle_gym.tools.message import MAX_CALLS_PER_MESSAGE, parse_actions, parse_message
 from mle_gym.tools.parse import ParsedCall, ToolCallError, parse_action
 from mle_gym.tools.schemas import TOOL_ERROR_TYPES, TOOL_NAMES, ToolCall, anthropic_tools, openai_tools
 
 __all__ = [
+    "MAX_CALLS_PER_MESSAGE",
     "TOOL_ERROR_TYPES",
     "TOOL_NAMES",
     "ParsedCall",
@@ -18,4 +22,7 @@ __all__ = [
     "anthropic_tools",
     "openai_tools",
     "parse_action",
+    "parse_actions",
+    "parse_message",
+    "tool_prompt",
 ]

@@ -1,7 +1,9 @@
 """Fuzzing env.step(): whatever the agent sends, step() answers, the shell survives, the record reads back.
 
-Hypothesis draws actions of every kind the agent could send: JSON values, text, bytes, and tool
-calls in the plain, OpenAI and Anthropic shapes (as objects, JSON text and bytes), with random tool
+Hypothesis draws actions of every kind the agent could send: JSON values, text, bytes, tool
+calls in the plain, OpenAI and Anthropic shapes (as objects, JSON text and bytes), raw model
+messages holding such calls in the chat formats (Hermes, fenced JSON, Llama 3.1, Mistral), cut
+anywhere and mixed with stray markers, with random tool
 names and argument types, nesting thousands deep, integers of thousands of digits, NUL bytes, lone
 surrogates, over-long names and paths. Each runs through a real env wrapped in the
 TrajectoryRecorder; every example ends with a `bash echo ok` that must still work, and the episode's
@@ -24,7 +26,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import mle_gym  # noqa: E402,F401  (registers the envs)
-from mle_gym.tools import TOOL_ERROR_TYPES, TOOL_NAMES  # noqa: E402
+from mle_gym.tools import MAX_CALLS_PER_MESSAGE, TOOL_ERROR_TYPES, TOOL_NAMES  # noqa: E402
 from mle_gym.tools.parse import MAX_ACTION_CHARS  # noqa: E402
 from mle_gym.tools.schemas import MAX_NAME_BYTES, MAX_PATH_BYTES  # noqa: E402
 from mle_gym.trajectory import TrajectoryRecorder, load_trajectory  # noqa: E402
@@ -154,7 +156,24 @@ def _tool_calls(draw: st.DrawFn) -> Any:
     return text if encoding == "json" else text.encode("utf-8", "surrogatepass")
 
 
+# Raw model text: calls (valid or not) in the chat formats mle_gym.tools.message reads, cut anywhere,
+# among prose and stray markers.
+_call_texts = _tool_calls().map(lambda c: c if isinstance(c, str) else json.dumps(c, default=str))
+_wrappers = st.sampled_from([
+    "<tool_call>{}</tool_call>", "<tool_call>\n{}", "```json\n{}\n```", "```tool_call\n{}", "{}",
+    "<|python_tag|>{}<|eom_id|>", "[TOOL_CALLS] [{}]", "[TOOL_CALLS]bash[ARGS]{}", "Thinking. {} Done.",
+])
+_markers = st.sampled_from(["<tool_call>", "</tool_call>", "```", "```json\n", "[TOOL_CALLS]", "<|python_tag|>",
+                            "[ARGS]", "[CALL_ID]", '{"name":', "{", "[", ";", "\n"])
+_messages = st.lists(
+    st.one_of(st.tuples(_wrappers, _call_texts).map(lambda t: t[0].replace("{}", t[1], 1)), _markers, _text),
+    min_size=1, max_size=5,
+).map("".join)
+_cut_messages = st.tuples(_messages, st.integers(min_value=0, max_value=400)).map(lambda t: t[0][: t[1]])
+
 _actions = st.one_of(
+    _messages,
+    _cut_messages,
     _tool_calls(),
     _tool_calls(),
     _json_values,
@@ -199,6 +218,10 @@ class _Episode:
         if error is not None:
             assert error["type"] in TOOL_ERROR_TYPES, error
             assert isinstance(error["message"], str) and error["message"]
+        calls = info["tool_calls"]
+        assert 1 <= len(calls) <= MAX_CALLS_PER_MESSAGE + 1 and calls[-1]["tool"] == info["tool"]
+        errors = [c["tool_error"] for c in calls if "tool_error" in c]
+        assert info.get("tool_error") == (errors[0] if errors else None), "the first call's error speaks for the step"
         self.observations.append(obs)
         traj = load_trajectory(self.env.trajectory_path)
         assert [s.observation for s in traj.steps] == self.observations, "observations read back unchanged"
@@ -220,6 +243,8 @@ def _run(episode: _Episode, actions: list[Any]) -> None:
         episode.step(action)
     obs, info = episode.step({"name": "bash", "arguments": {"command": "echo ok"}})
     assert "tool_error" not in info, obs
+    assert info["tool_calls"] == [{k: v for k, v in info.items() if k not in ("tool_calls", "step", "steps_left",
+                                                                              "time_left_s")}]
     assert obs.splitlines()[0] == "ok" and info["exit_code"] == 0, obs
 
 
