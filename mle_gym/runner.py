@@ -1,9 +1,17 @@
-"""Run an agent over competitions and seeds: episodes in parallel, trajectories, results.jsonl, progress."""
+"""Run an agent over competitions and seeds: episodes in parallel, trajectories, results.jsonl, progress.
+
+Every started episode is recorded (see `mle_gym.report` for how each counts): one that ends
+normally with the env's grade; one that crashes (the agent raised, an action raised, a harness
+fault) or is aborted (`RunControl.abort`, the second Ctrl-C of `mle-gym run`) with the grade of the
+submission on disk when it ended, taken while its sandbox is still there, or with no grade.
+"""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -15,15 +23,34 @@ from typing import Any, TextIO
 
 import gymnasium as gym
 
-from mle_gym.baselines import get_agent
-from mle_gym.baselines.base import Agent
-from mle_gym.report import RESULTS_FILE, EpisodeRecord
+from mle_gym.baselines import get_agent, list_agents
+from mle_gym.baselines.base import Agent, AgentFactory
+from mle_gym.errors import MLEGymError
+from mle_gym.report import RESULTS_FILE, EpisodeRecord, identity_key, identity_label, load_results
 from mle_gym.trajectory import TrajectoryRecorder
 
 log = logging.getLogger(__name__)
 
 TRAJECTORY_DIR = "trajectories"
 StepCallback = Callable[[int, dict[str, Any]], None]
+# Env options the runner sets for its own reasons (per-episode memory share, no warm spare): they
+# depend on -j, so they are not part of the run's identity.
+_RUNNER_ENV_OPTIONS = ("warm_pool", "memory")
+# Agent options that hold credentials: recorded (results.jsonl, trajectory headers) only as redacted.
+_SECRET_OPTION = re.compile(r"(api_?key|secret|password|passwd|auth|credential)", re.IGNORECASE)
+
+
+def recorded_options(options: dict[str, Any]) -> dict[str, Any]:
+    """`options` as they may be written to disk: a credential's value becomes "<redacted>"."""
+    return {k: ("<redacted>" if _SECRET_OPTION.search(k) and v is not None else v) for k, v in options.items()}
+
+
+class RunConfigError(MLEGymError, ValueError):
+    """A run that cannot start as asked: an unknown agent, unprepared data, a folder holding another run."""
+
+
+class EpisodeAbortedError(MLEGymError, RuntimeError):
+    """The user asked the run to end its running episodes (a second Ctrl-C)."""
 
 
 @dataclass(frozen=True)
@@ -48,12 +75,38 @@ class EpisodeOutcome:
     final_info: dict[str, Any] = field(default_factory=dict)
 
 
-def play_episode(env: gym.Env, agent: Agent, *, seed: int | None = None, on_step: StepCallback | None = None) -> EpisodeOutcome:
-    """Reset `env` and `agent`, then step the agent's actions until the episode ends."""
+class RunControl:
+    """Stops a run in two stages: first no new episode starts, then the running ones end.
+
+    `interrupt()` is what a Ctrl-C calls: the first stops starting episodes, the second also ends
+    the running ones at their next step boundary (the step in progress finishes first, bounded by
+    its command timeout); they are graded on what is on disk and recorded as aborted.
+    """
+
+    def __init__(self) -> None:
+        self.stop_starting = threading.Event()
+        self.abort = threading.Event()
+
+    def interrupt(self) -> str:
+        if not self.stop_starting.is_set():
+            self.stop_starting.set()
+            return "stop"
+        self.abort.set()
+        return "abort"
+
+
+def play_episode(env: gym.Env, agent: Agent, *, seed: int | None = None, on_step: StepCallback | None = None,
+                 should_abort: Callable[[], bool] | None = None) -> EpisodeOutcome:
+    """Reset `env` and `agent`, then step the agent's actions until the episode ends.
+
+    Raises EpisodeAbortedError, between steps, once `should_abort()` is true.
+    """
     observation, info = env.reset(seed=seed)
     agent.reset(observation, info)
     reward, steps = 0.0, 0
     while True:
+        if should_abort is not None and should_abort():
+            raise EpisodeAbortedError(f"aborted by the user after {steps} step(s)")
         action = agent.act(observation, info)
         observation, reward, terminated, truncated, info = env.step(action)
         steps += 1
@@ -64,13 +117,89 @@ def play_episode(env: gym.Env, agent: Agent, *, seed: int | None = None, on_step
                                   terminated=bool(terminated), truncated=bool(truncated), final_info=info)
 
 
+def grade_on_disk(env: gym.Env) -> dict[str, Any] | None:
+    """The grade of the submission file as it stands in `env`'s sandbox, or None when there is no sandbox.
+
+    Goes through the env's own submission service, the one its end-of-budget grading uses, so a
+    crashed episode is graded exactly as a truncated one would have been. Raises what grading raises
+    (a dead container, a grader bug).
+    """
+    inner = env.unwrapped
+    if not hasattr(inner, "_submissions"):
+        log.warning("%s has no submission service to grade a crashed episode with", type(inner).__name__)
+    service = getattr(inner, "_submissions", None)
+    if service is None or getattr(inner, "sandbox", None) is None:
+        return None
+    # TODO(env): a public `MLEEnv.grade_submission_on_disk()` would replace this reach into the env.
+    return service.grade(inner.submission_path).model_dump()
+
+
+def resolve_agent(spec: str) -> AgentFactory:
+    """A registered agent's name (`random`, `scripted`, `llm`) or `package.module:Class` (or a factory function).
+
+    The factory is called as the built-ins are: `factory(env=env, seed=seed, **agent_options)`.
+    """
+    if ":" not in spec:
+        if spec not in list_agents():
+            raise RunConfigError(f"no agent named {spec!r}; agents: {', '.join(list_agents())}, "
+                                 "or package.module:Class")
+        return lambda **options: get_agent(spec, **options)
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise RunConfigError(f"--agent {spec}: cannot import module {module_name!r} ({exc}); "
+                             "is it installed or on PYTHONPATH?") from None
+    factory = module
+    for part in attr.split("."):
+        factory = getattr(factory, part, None)
+        if factory is None:
+            raise RunConfigError(f"--agent {spec}: module {module_name!r} has no attribute {attr!r}")
+    if not callable(factory):
+        raise RunConfigError(f"--agent {spec}: {attr!r} is not a class or function")
+    return factory
+
+
+def check_data(competitions: Sequence[str], env_options: dict[str, Any]) -> None:
+    """Raise RunConfigError naming every competition an episode could not start on: Kaggle data not
+    prepared (data="kaggle"), or MLE-bench's text not fetched (prompt="mlebench")."""
+    from mle_gym.competitions import get_competition
+    from mle_gym.competitions.datasets import data_root, find_dataset
+    from mle_gym.competitions.mlebench_text import find_mlebench_text
+
+    comps = [get_competition(c) for c in competitions]
+    problems = []
+    if env_options.get("data") == "kaggle":
+        missing = [c.id for c in comps if find_dataset(c, "kaggle") is None]
+        if missing:
+            problems.append(f"the Kaggle data of {len(missing)} competition(s) is not prepared: {', '.join(missing)}; "
+                            f"run `mle-gym prepare {' '.join(missing)}` first")
+    if env_options.get("prompt") == "mlebench":
+        missing = [c.id for c in comps if find_mlebench_text(c, root=data_root()) is None]
+        if missing:
+            problems.append(f"MLE-bench's task text of {len(missing)} competition(s) is not fetched: "
+                            f"{', '.join(missing)}; run `mle-gym prepare {' '.join(missing)} --mlebench-text` first")
+    if problems:
+        raise RunConfigError("; and ".join(problems) + " (no episode was started)")
+
+
+def _model_of(agent: Agent, agent_options: dict[str, Any]) -> str | None:
+    model = getattr(agent, "model", None) or agent_options.get("model")
+    return str(model) if model else None
+
+
 def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[str, Any],
             agent_options: dict[str, Any] | None = None, on_step: StepCallback | None = None,
-            record: bool = True) -> EpisodeRecord:
-    """Play one episode in a fresh env and return its record; a harness error is recorded, not raised."""
+            record: bool = True, factory: AgentFactory | None = None,
+            identity_env_options: dict[str, Any] | None = None,
+            control: RunControl | None = None) -> EpisodeRecord:
+    """Play one episode in a fresh env and return its record; a crash is recorded (and graded on disk), not raised."""
     started = time.monotonic()
     env: gym.Env | None = None
+    player: Agent | None = None
     steps = 0
+    agent_options = dict(agent_options or {})
+    factory = factory or resolve_agent(agent)
 
     def count(n: int, info: dict[str, Any]) -> None:
         nonlocal steps
@@ -78,33 +207,55 @@ def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[s
         if on_step is not None:
             on_step(n, info)
 
+    shown_env = {k: v for k, v in (identity_env_options if identity_env_options is not None else env_options).items()
+                 if k not in ("data", "sandbox")}
     base = EpisodeRecord(competition=spec.competition, seed=spec.seed, agent=agent,
+                         model=agent_options.get("model"), agent_options=recorded_options(agent_options),
+                         env_options=shown_env,
                          data=env_options.get("data"), sandbox=env_options.get("sandbox"))
     try:
         env = gym.make(f"mle/{spec.competition}", **env_options)
         if record:
-            env = TrajectoryRecorder(env, out_dir / TRAJECTORY_DIR, run_metadata={"agent": agent, "seed": spec.seed})
-        player = get_agent(agent, env=env, seed=spec.seed, **(agent_options or {}))
-        outcome = play_episode(env, player, seed=spec.seed, on_step=count)
+            env = TrajectoryRecorder(env, out_dir / TRAJECTORY_DIR, run_metadata={
+                "agent": agent, "seed": spec.seed, **({"model": base.model} if base.model else {}),
+                "agent_options": base.agent_options, "env_options": {"data": base.data, "sandbox": base.sandbox,
+                                                                     **base.env_options},
+                "config_id": identity_key(base.identity())})
+        player = factory(env=env, seed=spec.seed, **agent_options)
+        outcome = play_episode(env, player, seed=spec.seed, on_step=count,
+                               should_abort=control.abort.is_set if control is not None else None)
         path = getattr(env, "trajectory_path", None) if record else None
         return base.model_copy(update=dict(
-            grade=outcome.grade, reward=outcome.reward, steps=outcome.steps,
+            model=_model_of(player, agent_options), grade=outcome.grade, reward=outcome.reward, steps=outcome.steps,
             duration_s=round(time.monotonic() - started, 2), trajectory=str(path) if path else None))
-    except Exception as exc:  # one episode's harness fault must not stop the others; it is logged and recorded
-        log.exception("episode %s crashed", spec.label)
+    except Exception as exc:  # policy: every started episode is recorded; the traceback goes to the log
+        aborted = isinstance(exc, EpisodeAbortedError)
+        if not aborted:
+            log.exception("episode %s crashed", spec.label)
+        reason = str(exc) if aborted else f"{type(exc).__name__}: {exc}"
+        grade = None
+        if env is not None:
+            try:
+                grade = grade_on_disk(env)
+            except Exception as grading_exc:  # the sandbox may be what failed; then the episode is ungradable
+                log.warning("episode %s: grading the submission on disk failed: %s", spec.label, grading_exc)
+                reason += f"; grading the submission on disk failed ({type(grading_exc).__name__}: {grading_exc})"
         path = getattr(env, "trajectory_path", None) if record and env is not None else None
         return base.model_copy(update=dict(
-            steps=steps, duration_s=round(time.monotonic() - started, 2),
-            trajectory=str(path) if path else None, error=f"{type(exc).__name__}: {exc}"))
+            model=_model_of(player, agent_options) if player is not None else base.model,
+            status="aborted" if aborted else "crashed", grade=grade, graded_on_disk=grade is not None,
+            reward=None, steps=steps, duration_s=round(time.monotonic() - started, 2),
+            trajectory=str(path) if path else None, error=reason))
     finally:
         if env is not None:
             env.close()
 
 
 def default_jobs(requested: int | None, n_episodes: int) -> int:
-    """min(requested or the CPU count, the CPU count, the number of episodes), at least 1."""
-    cpus = os.cpu_count() or 1
-    return max(1, min(requested or cpus, cpus, n_episodes))
+    """`requested` if given (an LLM agent mostly waits on its endpoint: the CPU count is no cap),
+    else the CPU count; never more than the number of episodes, at least 1."""
+    want = requested if requested else (os.cpu_count() or 1)
+    return max(1, min(want, n_episodes))
 
 
 def episode_memory_mib(workers: int) -> int:
@@ -116,41 +267,98 @@ def episode_memory_mib(workers: int) -> int:
     return max(int(total * 0.75 / max(workers, 1)) // 2**20, 512)
 
 
+@dataclass
+class RunPlan:
+    """What `run` will do: the episodes to play and those already recorded in the folder (--resume)."""
+
+    todo: list[EpisodeSpec]
+    done: list[EpisodeRecord]
+
+
+def plan_run(specs: Sequence[EpisodeSpec], out_dir: Path, identity: dict[str, Any], *, resume: bool) -> RunPlan:
+    """Check the folder's earlier records against this run and pick the episodes left to play.
+
+    A folder holds one run: records of another identity are refused (two models must not merge).
+    With `resume`, every (competition, seed) already recorded — finished, crashed or aborted, since
+    every started episode counts — is skipped; without it, a folder that already holds episodes of
+    this run is refused rather than recorded twice.
+    """
+    results = out_dir / RESULTS_FILE
+    earlier = load_results(results) if results.is_file() else []
+    def comparable(ident: dict[str, Any]) -> str:
+        # A model the agent picks itself (e.g. from MLE_GYM_MODEL) is known only once it runs: compare without it.
+        return identity_key(ident if identity.get("model") else {**ident, "model": None})
+
+    key = comparable(identity)
+    others = sorted({identity_label(r.identity()) for r in earlier if comparable(r.identity()) != key})
+    if others:
+        raise RunConfigError(
+            f"{out_dir} already holds episodes of another run ({'; '.join(others)}), and this run is "
+            f"{identity_label(identity)}: rows of different agents, models or options must not merge. "
+            "Use another --out folder")
+    done = [r for r in earlier if (r.competition, r.seed) in {(s.competition, s.seed) for s in specs}]
+    if done and not resume:
+        raise RunConfigError(
+            f"{out_dir} already holds {len(done)} of these episodes; pass --resume to play only the others, "
+            "or use another --out folder")
+    recorded = {(r.competition, r.seed) for r in done}
+    return RunPlan(todo=[s for s in specs if (s.competition, s.seed) not in recorded], done=done)
+
+
 def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], out_dir: Path | str,
         data: str = "sample", sandbox: str = "docker", jobs: int | None = None,
         max_steps: int | None = None, time_limit_s: float | None = None, command_timeout_s: float | None = None,
         agent_options: dict[str, Any] | None = None, progress: Progress | None = None,
-        record: bool = True) -> list[EpisodeRecord]:
+        record: bool = True, env_options: dict[str, Any] | None = None, resume: bool = False,
+        control: RunControl | None = None) -> list[EpisodeRecord]:
     """Run every (competition, seed) episode, appending each record to `<out_dir>/results.jsonl` as it ends.
 
-    The data stay fixed (sample_seed=0); the seed goes to `env.reset(seed=...)` and to the agent.
-    Episodes run in a thread pool: each one's work happens in its sandbox's processes, so threads
-    suffice and the progress display can share state. Returns the records in (competition, seed) order.
+    `env_options` are any `gym.make` options (`EnvConfig`); `data`, `sandbox` and the budgets are
+    shorthands for some of them. The data stay fixed (sample_seed=0 unless given); the seed goes to
+    `env.reset(seed=...)` and to the agent. Episodes run in a thread pool: each one's work happens
+    in its sandbox's processes, so threads suffice and the progress display can share state.
+    `control` stops the run early (see RunControl). Returns the records of the episodes played now,
+    in (competition, seed) order; with `resume`, episodes already recorded are skipped.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     specs = [EpisodeSpec(c, s) for c in competitions for s in seed_list]
-    env_options: dict[str, Any] = {"data": data, "sandbox": sandbox, "sample_seed": 0}
+    user_env: dict[str, Any] = {"data": data, "sandbox": sandbox, "sample_seed": 0, **(env_options or {})}
     for key, value in (("max_steps", max_steps), ("time_limit_s", time_limit_s), ("command_timeout_s", command_timeout_s)):
         if value is not None:
-            env_options[key] = value
-    workers = default_jobs(jobs, len(specs))
-    if sandbox == "docker":
+            user_env[key] = value
+    agent_options = dict(agent_options or {})
+    factory = resolve_agent(agent)
+    check_data(competitions, user_env)
+    identity_env = {k: v for k, v in user_env.items() if k not in _RUNNER_ENV_OPTIONS or k in (env_options or {})}
+    probe = EpisodeRecord(competition="", seed=0, agent=agent, model=agent_options.get("model"),
+                          agent_options=recorded_options(agent_options), data=user_env["data"], sandbox=user_env["sandbox"],
+                          env_options={k: v for k, v in identity_env.items() if k not in ("data", "sandbox")})
+    plan = plan_run(specs, out_dir, probe.identity(), resume=resume)
+    if plan.done:
+        log.info("resuming: %d episode(s) already recorded, %d to play", len(plan.done), len(plan.todo))
+    workers = default_jobs(jobs, len(plan.todo))
+    env_all = dict(user_env)
+    if user_env["sandbox"] == "docker":
         # One env per episode: a warm spare would be made for nothing. And N episodes share the
         # machine: each gets its share of the memory a single episode may use ("auto").
-        env_options["warm_pool"] = False
-        env_options["memory"] = f"{episode_memory_mib(workers)}m"
+        env_all.setdefault("warm_pool", False)
+        if env_all.get("memory") in (None, "auto"):
+            env_all["memory"] = f"{episode_memory_mib(workers)}m"
     results_path = out_dir / RESULTS_FILE
     lock = threading.Lock()
-    limits = (max_steps or 500, time_limit_s or 24 * 3600.0)
+    limits = (int(user_env.get("max_steps") or 500), float(user_env.get("time_limit_s") or 24 * 3600.0))
 
-    def work(spec: EpisodeSpec) -> EpisodeRecord:
+    def work(spec: EpisodeSpec) -> EpisodeRecord | None:
+        if control is not None and control.stop_starting.is_set():
+            return None  # never started, so not an episode of this run
         if progress is not None:
             progress.start(spec.label, *limits)
         on_step = (lambda n, info: progress.step(spec.label, n, info)) if progress is not None else None
-        rec = run_one(spec, agent=agent, out_dir=out_dir, env_options=env_options,
-                      agent_options=agent_options, on_step=on_step, record=record)
+        rec = run_one(spec, agent=agent, out_dir=out_dir, env_options=env_all, agent_options=agent_options,
+                      on_step=on_step, record=record, factory=factory, identity_env_options=identity_env,
+                      control=control)
         with lock:
             with results_path.open("a", encoding="utf-8") as fh:
                 fh.write(rec.model_dump_json() + "\n")
@@ -160,9 +368,9 @@ def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], 
 
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="episode")
     try:
-        return list(pool.map(work, specs))
+        return [r for r in pool.map(work, plan.todo) if r is not None]
     except BaseException:
-        # On Ctrl-C, start no new episode; the running ones finish (their envs close themselves).
+        # A hard interrupt: start no new episode; the running ones finish (their envs close themselves).
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
@@ -178,8 +386,10 @@ def _bar(fraction: float, width: int = 20) -> str:
 
 
 def _outcome(rec: EpisodeRecord) -> str:
-    if rec.error:
-        return f"ERROR {rec.error[:120]}"
+    if rec.status != "finished":
+        graded = (f"; on disk: medal {rec.grade.get('medal')}, valid {rec.grade.get('valid_submission')}"
+                  if rec.grade is not None else "; not gradable")
+        return f"{rec.status.upper()} {(rec.error or '')[:120]}{graded}"
     grade = rec.grade or {}
     if not grade.get("valid_submission"):
         return f"invalid submission ({(grade.get('reason') or 'no grade')[:80]})"
@@ -209,6 +419,8 @@ class Progress:
         self._running: dict[str, _Episode] = {}
         self._done = 0
         self._errors = 0
+        self._aborted = 0
+        self._medals = 0
         self._started = time.monotonic()
         self._drawn = 0
         self._lock = threading.Lock()
@@ -234,8 +446,10 @@ class Progress:
         with self._lock:
             self._running.pop(key, None)
             self._done += 1
-            self._errors += bool(rec.error)
-            self._line(f"[{self._done}/{self.total}] {'✗' if rec.error else '✓'} {key}: {_outcome(rec)} "
+            self._errors += rec.status == "crashed"
+            self._aborted += rec.status == "aborted"
+            self._medals += bool((rec.grade or {}).get("any_medal"))
+            self._line(f"[{self._done}/{self.total}] {'✗' if rec.status != 'finished' else '✓'} {key}: {_outcome(rec)} "
                        f"({rec.steps} steps, {rec.duration_s:.1f}s)")
             self._redraw()
 
@@ -246,8 +460,9 @@ class Progress:
         with self._lock:
             self._clear()
             elapsed = time.monotonic() - self._started
-            self.stream.write(f"{self._done}/{self.total} episodes done in {elapsed:.1f}s"
-                              f"{f', {self._errors} crashed' if self._errors else ''}\n")
+            self.stream.write(f"{self._done}/{self.total} episodes done in {elapsed:.1f}s, {self._medals} with a medal"
+                              f"{f', {self._errors} crashed' if self._errors else ''}"
+                              f"{f', {self._aborted} aborted' if self._aborted else ''}\n")
             self.stream.flush()
 
     # drawing (called with the lock held)
@@ -274,7 +489,8 @@ class Progress:
             lines.append(f"  {key[:48]:<48} {_bar(frac)} {ep.steps:>4}/{ep.max_steps} steps {elapsed:6.1f}s{last}")
         done = self._done / self.total if self.total else 1.0
         lines.append(f"  {'overall':<48} {_bar(done)} {self._done:>4}/{self.total} episodes "
-                     f"{now - self._started:6.1f}s{f'  {self._errors} crashed' if self._errors else ''}")
+                     f"{now - self._started:6.1f}s  {self._medals} medal(s)"
+                     f"{f'  {self._errors} crashed' if self._errors else ''}")
         self.stream.write("\n".join(lines) + "\n")
         self.stream.flush()
         self._drawn = len(lines)
