@@ -32,7 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from mle_gym.errors import CompetitionNotFoundError, GradingError
 from mle_gym.grading import GradeReport, LeaderboardFigures, grade_submission
 from mle_gym.grading.metrics import get_metric
-from mle_gym.grading.validation import ColumnOrder, read_answers_csv, validate_standard
+from mle_gym.grading.answers import load_answers_csv
+from mle_gym.grading.validation import ColumnOrder, validate_standard
 
 HERE = Path(__file__).resolve().parent
 
@@ -169,7 +170,7 @@ class Competition:
                 f"the answers of {self.id} are missing: expected {path}. "
                 f"Prepare the data again (`mle-gym prepare {self.id}`)."
             )
-        return read_answers_csv(path)
+        return load_answers_csv(path)  # from memory when this process read the unchanged file before
 
     def validate(self, submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
         custom = getattr(self.module, "validate", None)

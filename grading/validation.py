@@ -15,9 +15,12 @@ checks a competition's grader does not make are not made.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import lzma
+import threading
 import warnings
+import weakref
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -171,12 +174,81 @@ def _positions_in_answers(
     alignment then follow from this array with plain numpy.
     """
     sub_key, ans_key = _id_keys(submission[id_column], answers[id_column])
-    if not ans_key.is_unique:
+    in_order = len(sub_key) == len(ans_key) and sub_key.equals(ans_key)
+    if not _known_unique(answers[id_column], ans_key):
         raise GradingError(
             f"the answers hold duplicate ids in {id_column!r}; expected each test id once. "
             "The prepared data is broken: prepare it again."
         )
+    if in_order:
+        # The common case (a submission written from the sample submission): equal id arrays pair
+        # each row with its own position, so the hash table (most of a million-row check) is skipped.
+        return np.arange(len(ans_key), dtype=np.intp), sub_key, ans_key
     return ans_key.get_indexer(sub_key), sub_key, ans_key
+
+
+# Id columns of answers already found unique, so that grading against the same (cached) answers
+# again does not hash them again. Keyed by the memory holding the ids: the array that owns it
+# (held weakly, so a freed frame's entry goes and its address cannot be mistaken for a new one's),
+# where the column starts in it, its length and layout. Pandas never writes into that memory in
+# place (copy-on-write), so a key that matches still holds the same ids.
+_UNIQUE_IDS: dict[int, tuple[weakref.ref[np.ndarray], set[tuple[int, int, str, tuple[int, ...]]]]] = {}
+# Reentrant: a garbage collection inside the lock can run `_forget_unique` in the same thread.
+_UNIQUE_IDS_LOCK = threading.RLock()
+
+
+def copy_on_write() -> bool:
+    """Whether pandas copies shared data before writing to it (always from pandas 3; an option before)."""
+    if int(pd.__version__.split(".")[0]) >= 3:
+        return True
+    return pd.get_option("mode.copy_on_write") is True
+
+
+def _memory_key(series: pd.Series) -> tuple[np.ndarray, tuple[int, int, str, tuple[int, ...]]] | None:
+    if not copy_on_write():  # pandas may write into the ids in place: nothing can be remembered
+        return None
+    try:
+        values = series.to_numpy(copy=False)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(values, np.ndarray):
+        return None
+    owner = values
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    return owner, (values.__array_interface__["data"][0], len(values), values.dtype.str, values.strides)
+
+
+def _known_unique(ids: pd.Series, key: pd.Index) -> bool:
+    """Whether `key` (the answers' ids as compared) holds each id once; remembered per answers column."""
+    memory = _memory_key(ids)
+    if memory is not None:
+        owner, where = memory
+        with _UNIQUE_IDS_LOCK:
+            entry = _UNIQUE_IDS.get(id(owner))
+            if entry is not None and entry[0]() is owner and where in entry[1]:
+                return True
+    if not key.is_unique:
+        return False
+    if memory is not None:
+        owner, where = memory
+        try:
+            ref = weakref.ref(owner, functools.partial(_forget_unique, id(owner)))
+        except TypeError:  # an array type that takes no weak references: not remembered
+            return True
+        with _UNIQUE_IDS_LOCK:
+            entry = _UNIQUE_IDS.get(id(owner))
+            if entry is None or entry[0]() is not owner:
+                entry = _UNIQUE_IDS[id(owner)] = (ref, set())
+            entry[1].add(where)
+    return True
+
+
+def _forget_unique(owner_id: int, ref: weakref.ref[np.ndarray]) -> None:
+    with _UNIQUE_IDS_LOCK:
+        entry = _UNIQUE_IDS.get(owner_id)
+        if entry is not None and entry[0] is ref:
+            del _UNIQUE_IDS[owner_id]
 
 
 def check_ids(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str) -> None:
