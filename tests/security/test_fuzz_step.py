@@ -158,7 +158,18 @@ def _tool_calls(draw: st.DrawFn) -> Any:
 
 # Raw model text: calls (valid or not) in the chat formats mle_gym.tools.message reads, cut anywhere,
 # among prose and stray markers.
-_call_texts = _tool_calls().map(lambda c: c if isinstance(c, str) else json.dumps(c, default=str))
+def _as_call_text(call: Any) -> str:
+    if isinstance(call, str):
+        return call
+    if isinstance(call, (bytes, bytearray)):
+        return bytes(call).decode("utf-8", "surrogateescape")
+    try:
+        return json.dumps(call, default=str)
+    except (RecursionError, ValueError):  # nested past json.dumps' depth, or an over-long int
+        return _deep_json_text(2_000, "{")
+
+
+_call_texts = _tool_calls().map(_as_call_text)
 _wrappers = st.sampled_from([
     "<tool_call>{}</tool_call>", "<tool_call>\n{}", "```json\n{}\n```", "```tool_call\n{}", "{}",
     "<|python_tag|>{}<|eom_id|>", "[TOOL_CALLS] [{}]", "[TOOL_CALLS]bash[ARGS]{}", "Thinking. {} Done.",
