@@ -24,6 +24,7 @@ from typing import Any
 
 from mle_gym.tools.parse import (
     MAX_ACTION_CHARS,
+    MAX_INT_DIGITS,
     ParsedCall,
     ToolCallError,
     _json_depth_exceeds,
@@ -69,7 +70,7 @@ def _decode_at(text: str, start: int, what: str) -> tuple[Any, int]:
                             f"{_shown(text[start:])}. {MESSAGE_FORMS}") from None
     except _NumberTooLong as exc:
         raise ToolCallError("invalid_json", f"{what} holds an integer of {exc.args[0]:,} digits; numbers "
-                            f"may have at most 1,000. {MESSAGE_FORMS}") from None
+                            f"may have at most {MAX_INT_DIGITS:,}. {MESSAGE_FORMS}") from None
     except RecursionError:
         raise _too_deep(what) from None
 
