@@ -125,13 +125,12 @@ def grade_on_disk(env: gym.Env) -> dict[str, Any] | None:
     (a dead container, a grader bug).
     """
     inner = env.unwrapped
-    if not hasattr(inner, "_submissions"):
-        log.warning("%s has no submission service to grade a crashed episode with", type(inner).__name__)
-    service = getattr(inner, "_submissions", None)
-    if service is None or getattr(inner, "sandbox", None) is None:
+    grade_now = getattr(inner, "grade_on_disk", None)
+    if grade_now is None:
+        log.warning("%s cannot grade a crashed episode (no grade_on_disk())", type(inner).__name__)
         return None
-    # TODO(env): a public `MLEEnv.grade_submission_on_disk()` would replace this reach into the env.
-    return service.grade(inner.submission_path).model_dump()
+    report = grade_now()
+    return None if report is None else report.model_dump()
 
 
 def resolve_agent(spec: str) -> AgentFactory:

@@ -373,6 +373,14 @@ class MLEEnv(gym.Env[str, dict]):
                               tool_error={"type": "path_outside_sandbox", "message": str(exc)}), None
         return ToolResult(tool="submit", observation=f"Submitted {path}. The episode is over; it is being graded."), path
 
+    def grade_on_disk(self) -> GradeReport | None:
+        """The grade of the submission file as it stands now, through the same service as the
+        end-of-budget grading; None when there is no sandbox to read it from (never reset, or
+        closed). For harnesses that must grade an episode their agent crashed out of."""
+        if self._submissions is None or self.sandbox is None:
+            return None
+        return self._submissions.grade(self.submission_path)
+
     def _grade(self, path: str | None) -> GradeReport:
         """Grade the file at `path` in the sandbox (None: nothing submitted), in a limited child process."""
         assert self._submissions is not None
