@@ -401,6 +401,8 @@ class Helper:
                 real = self._realpath(path)
             else:
                 real = posixpath.join(self._realpath(posixpath.dirname(path)), posixpath.basename(path))
+        except PermissionError:  # a link into what the agent may not read (e.g. /proc/1/root)
+            raise Failure("EACCES", f"{path}: permission denied while following its links") from None
         except OSError:  # a link swapped for a folder (or back) while it was being resolved
             raise Failure("EAGAIN", f"{path}: the path changed while it was being resolved; try again") from None
         if not self._under(real, self.roots):

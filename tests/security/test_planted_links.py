@@ -88,6 +88,18 @@ def test_file_tools_refuse_links_that_lead_out(open_episode, answers, host_canar
     answers.assert_not_in(episode.seen)
 
 
+def test_a_link_into_what_the_agent_may_not_read_says_permission_denied(open_episode, answers) -> None:
+    # /proc/1/root is the root side's view of the file system; following it is refused by the
+    # kernel, and the tool says so (not that the path changed, which would invite retries).
+    episode = open_episode(command_timeout_s=60)
+    episode.sh("ln -s /proc/1/root /home/code/rootside")
+    for result in (episode.tool("read_file", path="/home/code/rootside/etc/hostname"),
+                   episode.tool("list_dir", path="/home/code/rootside")):
+        assert result.info["tool_error"]["type"] == "read_only", result.observation
+        assert "permission denied" in result.observation and "changed" not in result.observation
+    answers.assert_not_in(episode.seen)
+
+
 @pytest.mark.parametrize("target", ["private answers", "host perfect submission", "container file",
                                     "link to a link to the host"])
 def test_a_linked_submission_is_never_graded_through_the_link(
