@@ -2,15 +2,16 @@
 
 Installed as `mle_gym.competitions`. Each competition is a folder `<kaggle-id>/` beside this
 file holding `metadata.json` (validated by `CompetitionMetadata`), `description.md` (our own
-words), and `competition.py` with:
+words) and `competition.py`. What `competition.py` must and may define is the competition
+protocol, written out in docs/competitions.md and checked by `protocol_problems` (the contract
+test runs it for every competition):
 
-- `generate_sample(public: Path, private: Path, seed: int) -> None` — a small synthetic
-  dataset in exactly the real public/private layout and columns, deterministic per seed;
-- `prepare(raw: Path, public: Path, private: Path) -> None` — MLE-bench's split of the
-  extracted Kaggle download into public files and private answers;
-- optionally `validate(submission, answers) -> aligned submission` and
-  `score(aligned_submission, answers) -> float` when the defaults (columns, ids and value
-  checks from the metadata; the metric named in the metadata) do not fit.
+- must: `prepare(raw, public, private)` (MLE-bench's split of the extracted Kaggle download)
+  and `make_raw(raw, seed, **sizes)` (a synthetic download shaped like Kaggle's, small by default);
+- may: `SAMPLE_RAW` (the `make_raw` sizes the sample data is made with; sample data is
+  `prepare(make_raw(seed, **SAMPLE_RAW))`), `generate_sample(public, private, seed)` (only where
+  sample data cannot be made that way), `validate(submission, answers)` and
+  `score(aligned, answers)` (when the defaults from the metadata do not fit).
 
 Leaderboard figures of all MLE-bench competitions live in `figures.json` (rebuilt by
 `build_figures.py`), so every competition has its thresholds even before it has a folder.
@@ -22,6 +23,8 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib.util
+import inspect
+import tempfile
 import json
 import types
 from pathlib import Path
@@ -63,7 +66,8 @@ class CompetitionMetadata(BaseModel):
     alias: str = Field(description="short env alias, e.g. aerial-cactus")
     title: str
     category: str
-    metric: str = Field(description="a name from mle_gym.grading.metrics")
+    metric: str = Field(description="MLE-bench's name of the metric (figures.json); a name registered in "
+                        "mle_gym.grading.metrics unless competition.py defines its own `score`")
     id_column: str
     target_columns: list[str]
     answers_file: str = "answers.csv"
@@ -157,7 +161,14 @@ class Competition:
 
     # -- data ----------------------------------------------------------------------------
     def generate_sample(self, public: Path, private: Path, seed: int) -> None:
-        self.module.generate_sample(public, private, seed)
+        """Sample data: the module's own `generate_sample` where it has one, else `prepare(make_raw(seed, **SAMPLE_RAW))`."""
+        own = getattr(self.module, "generate_sample", None)
+        if own is not None:
+            own(public, private, seed)
+            return
+        with tempfile.TemporaryDirectory(prefix="mle-gym-raw-") as tmp:
+            self.module.make_raw(Path(tmp), seed, **getattr(self.module, "SAMPLE_RAW", {}))
+            self.prepare(Path(tmp), public, private)
 
     def prepare(self, raw: Path, public: Path, private: Path) -> None:
         self.module.prepare(raw, public, private)
@@ -198,6 +209,50 @@ class Competition:
             submission_path, self.load_answers(private), competition_id=self.id,
             figures=self.leaderboard, validate=self.validate, score=self.score, sample_data=sample_data,
         )
+
+
+# name: (required, positional parameters it must take)
+PROTOCOL: dict[str, tuple[bool, tuple[str, ...]]] = {
+    "prepare": (True, ("raw", "public", "private")),
+    "make_raw": (True, ("raw", "seed")),
+    "generate_sample": (False, ("public", "private", "seed")),
+    "validate": (False, ("submission", "answers")),
+    "score": (False, ("aligned", "answers")),
+}
+
+
+def protocol_problems(comp: Competition) -> list[str]:
+    """What a competition module lacks or gets wrong against the protocol (empty when it keeps it)."""
+    module, problems = comp.module, []
+    for name, (required, params) in PROTOCOL.items():
+        func = getattr(module, name, None)
+        if func is None:
+            if required:
+                problems.append(f"{comp.id}/competition.py must define {name}({', '.join(params)}, ...)")
+            continue
+        if not callable(func):
+            problems.append(f"{comp.id}/competition.py: {name} must be a function")
+            continue
+        try:
+            signature = inspect.signature(func)
+            signature.bind(*params)
+        except (TypeError, ValueError):
+            problems.append(f"{comp.id}/competition.py: {name} must accept ({', '.join(params)}) positionally")
+    if getattr(module, "score", None) is None:
+        try:
+            get_metric(comp.metadata.metric)
+        except KeyError:
+            problems.append(f"{comp.id}: metric {comp.metadata.metric!r} is not registered in mle_gym.grading.metrics "
+                            "and competition.py defines no score(aligned, answers)")
+    sizes = getattr(module, "SAMPLE_RAW", {})
+    if not isinstance(sizes, dict) or not all(isinstance(k, str) for k in sizes):
+        problems.append(f"{comp.id}/competition.py: SAMPLE_RAW must be a dict of make_raw keyword arguments")
+    elif callable(getattr(module, "make_raw", None)):
+        try:
+            inspect.signature(module.make_raw).bind(Path("raw"), 0, **sizes)
+        except TypeError as exc:
+            problems.append(f"{comp.id}/competition.py: make_raw does not take SAMPLE_RAW's sizes ({exc})")
+    return problems
 
 
 @functools.lru_cache(maxsize=1)

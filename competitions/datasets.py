@@ -71,13 +71,16 @@ def _dataset(comp: Competition, kind: DataKind, folder: Path, seed: int | None) 
 
 def sample_generator_fingerprint(comp: Competition) -> str:
     """A hash of the code that makes a competition's sample data: its competition.py and
-    metadata.json, the shared helpers, and any other competition folder its code names (one
-    competition may build on another's). Sample data made by other code is made again."""
+    metadata.json, the shared helpers, the family modules it imports (`from
+    mle_gym.competitions.<family> import ...`), and any other competition folder its code names
+    (one competition may build on another's). Sample data made by other code is made again."""
     here = comp.folder.parent
     source = (comp.folder / "competition.py").read_text()
     files = [comp.folder / "competition.py", comp.folder / "metadata.json", here / "helpers.py"]
     files += [other / "competition.py" for other in sorted(here.iterdir())
               if other != comp.folder and (other / "competition.py").is_file() and other.name in source]
+    files += [module for module in sorted(here.glob("*.py"))  # family modules it imports
+              if module.name != "helpers.py" and f"competitions.{module.stem} import" in source]
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")

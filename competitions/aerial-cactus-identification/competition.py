@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -74,11 +73,6 @@ def make_raw(raw: Path, seed: int, n: int = 120, n_hidden: int = 10, look_alikes
     pack(raw, "test.zip", raw / "test")
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 1,052 tiles (3% look-alikes), split exactly as `prepare` splits the real one.
-
-    1,052 tiles make the 19% hold-out exactly 200 tiles, the test-set size the episode tests expect.
-    """
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=1052, n_hidden=0, look_alikes=0.03)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 1,052 tiles (3% look-alikes), split exactly as `prepare` splits the real one;
+# 1,052 tiles make the 19% hold-out exactly 200 tiles, the test-set size the episode tests expect.
+SAMPLE_RAW = {"n": 1052, "n_hidden": 0, "look_alikes": 0.03}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -76,8 +75,5 @@ def make_raw(raw: Path, seed: int, n: int = 80, n_hidden: int = 8) -> None:
     pd.DataFrame({ID: ids[n:], TARGET: 0}).to_csv(raw / "sample_submission.csv", index=False)
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 400 photos, split exactly as `prepare` splits the real one."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=400, n_hidden=0)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 400 photos, split exactly as `prepare` splits the real one.
+SAMPLE_RAW = {"n": 400, "n_hidden": 0}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path, PurePosixPath
 from typing import IO
 
@@ -98,8 +97,5 @@ def make_raw(raw: Path, seed: int, n: int = 15, n_hidden: int = 3) -> None:
         pack(raw, f"{name}.zip", raw / name)
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 30 small scans, split exactly as `prepare` splits the real one."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=30, n_hidden=0)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 30 small scans, split exactly as `prepare` splits the real one.
+SAMPLE_RAW = {"n": 30, "n_hidden": 0}

@@ -9,7 +9,6 @@ a comment paired as MLE-bench's sort pairs them.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -133,8 +132,5 @@ def make_raw(raw: Path, seed: int, n_train: int = 120, n_test: int = 40) -> None
     public_test.assign(**{TARGET: 0})[["id", TARGET, "Date", KEY]].to_csv(raw / "sample_submission_null.csv", index=False)
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """1,200 synthetic training comments and 600 test comments, laid out as `prepare` lays out the real ones."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n_train=1200, n_test=600)
-        prepare(Path(tmp), public, private)
+# Sample data: 1,200 synthetic training comments and 600 test comments, laid out as `prepare` lays out the real ones.
+SAMPLE_RAW = {"n_train": 1200, "n_test": 600}

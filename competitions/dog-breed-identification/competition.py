@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -79,8 +78,5 @@ def make_raw(raw: Path, seed: int, n: int = 150, n_hidden: int = 5) -> None:
     hidden.to_csv(raw / "sample_submission.csv", index=False)
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 720 photos (about six per breed), split exactly as `prepare` splits it."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=720, n_hidden=0)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 720 photos (about six per breed), split exactly as `prepare` splits it.
+SAMPLE_RAW = {"n": 720, "n_hidden": 0}

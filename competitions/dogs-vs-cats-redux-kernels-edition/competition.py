@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -73,8 +72,5 @@ def make_raw(raw: Path, seed: int, n: int = 80, n_hidden: int = 5) -> None:
     pack(raw, "test.zip", raw / "test")
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 500 labelled photos, split exactly as `prepare` splits the real one."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=500, n_hidden=0)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 500 labelled photos, split exactly as `prepare` splits the real one.
+SAMPLE_RAW = {"n": 500, "n_hidden": 0}

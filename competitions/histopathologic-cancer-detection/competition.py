@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -69,8 +68,5 @@ def make_raw(raw: Path, seed: int, n: int = 80, n_hidden: int = 21) -> None:
     pd.DataFrame({"id": ids[n:], "label": 0}).to_csv(raw / "sample_submission.csv", index=False)
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 400 labelled patches (and 104 unlabelled), split as `prepare` splits it."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=400, n_hidden=104)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 400 labelled patches (and 104 unlabelled), split as `prepare` splits it.
+SAMPLE_RAW = {"n": 400, "n_hidden": 104}

@@ -7,7 +7,6 @@ predicted, and the rows marked -1 are left out of the score.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -121,8 +120,5 @@ def make_raw(raw: Path, seed: int, n_train: int = 100, n_test: int = 60) -> None
         pack(raw, f"{name}.zip", raw / name)
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """2,000 synthetic training comments and 800 test comments, laid out as `prepare` lays out the real ones."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n_train=2000, n_test=800)
-        prepare(Path(tmp), public, private)
+# Sample data: 2,000 synthetic training comments and 800 test comments, laid out as `prepare` lays out the real ones.
+SAMPLE_RAW = {"n_train": 2000, "n_test": 800}

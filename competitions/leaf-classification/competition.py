@@ -7,7 +7,6 @@ they are written down.
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -86,8 +85,5 @@ def make_raw(raw: Path, seed: int, n: int = 120, n_hidden: int = 10) -> None:
         pack(raw, f"{name}.zip", raw / name)
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 594 labelled leaves (six per species), split exactly as `prepare` splits it."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=594, n_hidden=0)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 594 labelled leaves (six per species), split exactly as `prepare` splits it.
+SAMPLE_RAW = {"n": 594, "n_hidden": 0}

@@ -8,7 +8,6 @@ fold, and filters every per-recording file to those recordings. A submission has
 
 from __future__ import annotations
 
-import tempfile
 import wave
 from pathlib import Path
 
@@ -209,8 +208,5 @@ def make_raw(raw: Path, seed: int, n: int = 40, hidden_media: bool = True) -> No
     pack(raw, f"{DATASET}.zip", raw / DATASET)
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 200 recordings (100 labelled), re-split exactly as `prepare` re-splits it."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=200, hidden_media=False)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 200 recordings (100 labelled), re-split exactly as `prepare` re-splits it.
+SAMPLE_RAW = {"n": 200, "hidden_media": False}

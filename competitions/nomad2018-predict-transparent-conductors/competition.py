@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -111,8 +110,5 @@ def make_raw(raw: Path, seed: int, n: int = 100, n_hidden: int = 10) -> None:
         pack(raw, f"{name}.zip", raw / name)
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 1,000 crystals, split exactly as `prepare` splits the real one (100 held out)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=1000)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 1,000 crystals, split exactly as `prepare` splits the real one (100 held out).
+SAMPLE_RAW = {"n": 1000}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -83,8 +82,5 @@ def make_raw(raw: Path, seed: int, n: int = 80, n_hidden: int = 8) -> None:
     pd.DataFrame({"image_id": hidden, **{c: 0.25 for c in CLASSES}}).to_csv(raw / "sample_submission.csv", index=False)
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 800 labelled leaves, split exactly as `prepare` splits the real one (80 held out)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=800, n_hidden=0)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 800 labelled leaves, split exactly as `prepare` splits the real one (80 held out).
+SAMPLE_RAW = {"n": 800, "n_hidden": 0}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -127,8 +126,5 @@ def make_raw(raw: Path, seed: int, n: int = 120) -> None:
     )
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 840 labelled requests, split exactly as `prepare` splits the real one."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=840)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 840 labelled requests, split exactly as `prepare` splits the real one.
+SAMPLE_RAW = {"n": 840}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -109,8 +108,5 @@ def make_raw(raw: Path, seed: int, n: int = 60, n_hidden: int = 5) -> None:
     hidden[["StudyInstanceUID"]].assign(**{c: 0 for c in LABELS}).to_csv(raw / "sample_submission.csv", index=False)
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 800 studies, split exactly as `prepare` splits the real one (80 held out)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=800, n_hidden=0)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 800 studies, split exactly as `prepare` splits the real one (80 held out).
+SAMPLE_RAW = {"n": 800, "n_hidden": 0}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -70,8 +69,5 @@ def make_raw(raw: Path, seed: int, n: int = 150) -> None:
         pack(raw, f"{name}.zip", raw / f"{name}.csv")
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 2,000 labelled sentences, split exactly as `prepare` splits the real one."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=2000)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 2,000 labelled sentences, split exactly as `prepare` splits the real one.
+SAMPLE_RAW = {"n": 2000}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -108,8 +107,5 @@ def make_raw(raw: Path, seed: int, n: int = 200) -> None:
     pd.DataFrame({"Id": hidden["Id"], TARGET: 2}).to_csv(raw / "sample_submission.csv", index=False)
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of 5,000 labelled rows, split exactly as `prepare` splits the real one."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, n=5000)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of 5,000 labelled rows, split exactly as `prepare` splits the real one.
+SAMPLE_RAW = {"n": 5000}

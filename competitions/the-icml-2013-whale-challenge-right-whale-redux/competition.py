@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import shutil
 import struct
-import tempfile
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -117,8 +116,5 @@ def make_raw(raw: Path, seed: int, per_day: int = 10) -> None:
     pack(raw, "test2.zip", raw / "test2")
 
 
-def generate_sample(public: Path, private: Path, seed: int) -> None:
-    """A synthetic download of four days of 80 clips, split exactly as `prepare` splits the real one."""
-    with tempfile.TemporaryDirectory() as tmp:
-        make_raw(Path(tmp), seed, per_day=80)
-        prepare(Path(tmp), public, private)
+# Sample data: a synthetic download of four days of 80 clips, split exactly as `prepare` splits the real one.
+SAMPLE_RAW = {"per_day": 80}

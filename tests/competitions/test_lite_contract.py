@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mle_gym.competitions import Competition, list_competitions
+from mle_gym.competitions import Competition, list_competitions, protocol_problems
 from mle_gym.competitions.datasets import ensure_sample_data, prepare_from_raw
 
 COMPETITIONS = list_competitions()
@@ -23,6 +23,10 @@ def _write(frame: pd.DataFrame, tmp_path: Path) -> Path:
 @pytest.fixture(params=COMPETITIONS, ids=IDS)
 def comp(request: pytest.FixtureRequest) -> Competition:
     return request.param
+
+
+def test_keeps_the_competition_protocol(comp: Competition) -> None:
+    assert protocol_problems(comp) == []
 
 
 def test_description_and_metadata(comp: Competition) -> None:
