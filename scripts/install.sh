@@ -26,5 +26,5 @@ fi
 if docker image inspect mle-gym:latest >/dev/null 2>&1; then
     echo "install.sh: image mle-gym:latest already present" >&2
 else
-    mle-gym image build --offline
+    mle-gym image build --offline --profile slim
 fi

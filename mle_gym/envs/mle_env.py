@@ -182,7 +182,7 @@ class MLEEnv(gym.Env[str, dict]):
                 submission_path=self.submission_path, max_steps=self.config.max_steps,
                 time_limit_s=self.config.time_limit_s, command_timeout_s=self.config.command_timeout_s,
                 max_output_chars=self.config.max_output_chars, sample_data=self.dataset.sample_data,
-                isolation=described.get("isolation", "unknown"),
+                isolation=described.get("isolation", "unknown"), installed=self.sandbox.image_manifest(),
             )
         self._last_observation = prompt
         info = {

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from mle_gym.sandbox.image import chosen_packages
 from mle_gym.tools.parse import usage
 from mle_gym.tools.schemas import TOOL_NAMES
 
@@ -17,7 +20,10 @@ def _duration(seconds: float) -> str:
 def build_prompt(
     *, description: str, paths: dict[str, str], submission_path: str, max_steps: int, time_limit_s: float,
     command_timeout_s: float, max_output_chars: int, sample_data: bool, isolation: str,
+    installed: dict[str, Any] | None = None,
 ) -> str:
+    """mle-gym's prompt. `installed` is the sandbox image's manifest (profile, Python version,
+    distributions): the prompt lists what the image really holds, not a hand-written list."""
     tools = "\n".join(f"- {usage(name)}" for name in TOOL_NAMES)
     sample_note = (
         "\nThis episode uses small synthetic sample data with the real competition's files and columns; "
@@ -34,7 +40,7 @@ def build_prompt(
 - Logs: {paths["logs"]}
 - Your submission must be written to: {submission_path}
 
-# Tools
+{_installed_section(installed)}# Tools
 {tools}
 
 # Rules and budgets
@@ -50,6 +56,20 @@ def build_prompt(
 - Tool output longer than {max_output_chars:,} characters is cut to its head and tail; the full text is saved to a file.
 - Sandbox isolation: {isolation}.
 """
+
+
+def _installed_section(manifest: dict[str, Any] | None) -> str:
+    if not manifest:
+        return ""
+    chosen = chosen_packages(manifest)
+    if not chosen:
+        return ""
+    listed = ", ".join(f"{name} {version}" for name, version in chosen)
+    python = f"Python {manifest['python']}" if manifest.get("python") else "Python"
+    has_pip = any(name.lower() == "pip" for name in manifest.get("packages") or {})
+    command = "`python3`, `pip`" if has_pip else "`python3`; no pip"
+    return (f"# Installed software\n{python} ({command}) with these packages, among others: {listed}.\n"
+            "Anything else may be missing: check with `python3 -c 'import NAME'` before relying on it.\n\n")
 
 
 # The separator AIDE's start script (in MLE-bench's agents/) puts between the instructions and the description.

@@ -158,6 +158,11 @@ class Sandbox(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """What this sandbox is: backend name, isolation, image, resources, GPUs."""
 
+    def image_manifest(self) -> dict[str, Any]:
+        """What the sandbox's image says it holds (profile, Python version, installed
+        distributions: `mle_gym.sandbox.image.MANIFEST_PATH`), or {} when it says nothing."""
+        return {}
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release everything. Idempotent; never raises."""

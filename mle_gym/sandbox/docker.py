@@ -28,6 +28,7 @@ import atexit
 import concurrent.futures
 import datetime as _dt
 import hashlib
+import json
 import io
 import logging
 import os
@@ -57,6 +58,7 @@ from mle_gym.errors import (
 )
 from mle_gym.sandbox.base import SandboxPaths
 from mle_gym.sandbox.channel import BOOT, HelperChannel, HelperGoneError, SocketTransport, Transport
+from mle_gym.sandbox.image import MANIFEST_PATH
 from mle_gym.sandbox.inside import InsideSandbox, LimitBreached
 from mle_gym.sandbox.owners import pid_alive, process_start_ticks
 from mle_gym.units import parse_size
@@ -82,6 +84,7 @@ _DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestExce
 
 # Where the agent can write in an image, by (image id, agent uid:gid): found once per process.
 _WRITABLE: dict[tuple[str, str], list[str]] = {}
+_MANIFESTS: dict[str, dict[str, Any]] = {}  # image id -> the manifest its mle-gym layer wrote
 
 # Containers are made and removed off the episode's thread, shared by every sandbox.
 _WORKERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="mle-gym-docker")
@@ -303,6 +306,7 @@ class DockerSandbox(InsideSandbox):
         self._data_image: str | None = None
         self._agent_spec: str | None = None
         self._writable: list[str] = []
+        self._manifest: dict[str, Any] = {}
         self._gpus_got: list[str] = []
         self._device_requests: list[docker.types.DeviceRequest] = []
         self._box: _Box | None = None
@@ -509,6 +513,26 @@ class DockerSandbox(InsideSandbox):
         self._gpus_got = [line.rsplit("nvidia", 1)[-1] for line in lines[2:] if line.startswith("/dev/nvidia")]
         self._agent_spec = f"{uid}:{gid}"
         self._writable = self._writable_places(box)
+        self._manifest = self._read_manifest(box)
+
+    def _read_manifest(self, box: _Box) -> dict[str, Any]:
+        """The image's manifest (once per image): a file root wrote at build time, which the agent cannot change."""
+        assert self._image_id is not None
+        cached = _MANIFESTS.get(self._image_id)
+        if cached is None:
+            assert self._agent_spec is not None
+            code, out = self._exec_quiet(box, ["cat", MANIFEST_PATH], user=self._agent_spec)
+            try:
+                cached = json.loads(out.decode("utf-8", "replace")) if code == 0 else {}
+            except ValueError:
+                cached = {}
+            if not isinstance(cached, dict):
+                cached = {}
+            _MANIFESTS[self._image_id] = cached
+        return cached
+
+    def image_manifest(self) -> dict[str, Any]:
+        return dict(self._manifest)
 
     def _writable_places(self, box: _Box) -> list[str]:
         """Where the agent can create or grow files in this image (once per image): the disk check's roots."""
@@ -750,6 +774,7 @@ class DockerSandbox(InsideSandbox):
             "isolation": "container",
             "image": cfg.image,
             "image_id": self._image_id,
+            "image_profile": self._manifest.get("profile"),
             "data_image": self._data_image,
             "container_id": self.container_id,
             "container_name": self.container_name,

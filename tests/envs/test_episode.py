@@ -67,6 +67,10 @@ def test_full_episode_trains_a_real_model_and_earns_a_high_auc(sandbox_kind: str
                              "code": "/home/code", "logs": "/home/logs"}
             assert info["sandbox"]["isolation"] != "none" and info["sandbox"]["network"] == "none"
         assert "Aerial Cactus" in prompt and info["submission_path"] in prompt
+        if sandbox_kind == "docker":  # the prompt's tool list comes from the image's own manifest
+            manifest = env.unwrapped.sandbox.image_manifest()
+            assert info["sandbox"]["image_profile"] == manifest.get("profile") and manifest.get("packages")
+            assert "# Installed software" in prompt and f"numpy {manifest['packages']['numpy']}" in prompt
         assert set(paths) == {"data", "submission", "code", "logs"}
         obs, reward, terminated, truncated, info = env.step({"name": "bash", "arguments": {"command": f"ls {paths['data']}"}})
         assert "train.zip" in obs and "test.zip" in obs and info["exit_code"] == 0 and reward == 0

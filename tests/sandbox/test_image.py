@@ -13,30 +13,108 @@ from mle_gym.sandbox import image
 from mle_gym.sandbox.image import (
     BASE_PACKAGES,
     BASE_TAG,
+    MANIFEST_PATH,
+    STACK_FILE,
     ImageBuildError,
     build_image,
+    check_disk,
+    chosen_packages,
+    failed_package,
+    full_stack_dockerfile,
     image_exists,
+    list_images,
     make_rootfs_tarball,
     package_file,
+    read_stack,
     rootfs_tarball_path,
+    stack_file,
 )
 
 FOLDERS = ("/home/data", "/home/submission", "/home/code", "/home/logs")
 
 
-@pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.layer"])
-def test_dockerfiles_ship_with_the_package_and_agree(name: str) -> None:
-    text = package_file(name).read_text()
+def test_layer_dockerfile_adds_the_user_folders_and_manifest() -> None:
+    text = package_file("Dockerfile.layer").read_text()
     for folder in FOLDERS:
         assert folder in text
     assert "WORKDIR /home/code" in text and "PYTHONUNBUFFERED=1" in text
     assert "1000" in text and "agent" in text
     assert 'CMD ["sleep", "infinity"]' in text
+    assert MANIFEST_PATH in text and 'mle-gym.profile="${PROFILE}"' in text
 
 
-def test_online_dockerfile_is_gpu_capable() -> None:
-    text = package_file("Dockerfile").read_text()
-    assert "cuda" in text.lower() and "scikit-learn" in text
+def test_both_routes_install_the_same_package_file() -> None:
+    online = package_file("Dockerfile").read_text()
+    assert f"-r /opt/mle-gym/{STACK_FILE}" in online and "python:3.11-bookworm" in online
+    layers, _ = read_stack()
+    offline = full_stack_dockerfile(layers, "base:1")
+    assert f"PIP_CONSTRAINT=/opt/mle-gym/{STACK_FILE}" in offline
+    installed = [req for line in offline.splitlines() if line.startswith("RUN echo 'mle-gym: installing layer")
+                 for req in line.split("pip install ", 1)[1].replace("'", "").split()]
+    with_file = [line.split("#")[0].strip() for line in stack_file().read_text().splitlines()
+                 if "==" in line.split("#")[0]]
+    assert sorted(installed) == sorted(with_file)  # every pin of the file, each in exactly one layer
+
+
+def test_full_profile_carries_mlebench_package_set() -> None:
+    layers, packages = read_stack()
+    names = {p.distribution for p in packages}
+    assert len(packages) == len(names) == 92  # MLE-bench's environment/requirements.txt has 92 pins
+    assert {"torch", "tensorflow", "lightgbm", "xgboost", "catboost", "transformers", "timm", "albumentations",
+            "opencv-python", "librosa", "spacy", "optuna"} <= names
+    assert [layer.name for layer in layers][:2] == ["numeric", "torch"]
+    assert all(layer.requirements for layer in layers)
+    modules = {p.distribution: p.module for p in packages}
+    assert modules["scikit-learn"] == "sklearn" and modules["opencv-python"] == "cv2" and modules["torch"] == "torch"
+
+
+def test_stack_file_errors_name_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "req.txt"
+    bad.write_text("## layer: a\nnumpy>=1.0\n")
+    with pytest.raises(ImageBuildError, match="line 2"):
+        read_stack(bad)
+    bad.write_text("numpy==1.0\n")
+    with pytest.raises(ImageBuildError, match="layer"):
+        read_stack(bad)
+
+
+@pytest.mark.parametrize("output, package", [
+    ("ERROR: Could not find a version that satisfies the requirement ranger21==0.1.0 (from versions: none)\n"
+     "ERROR: No matching distribution found for ranger21==0.1.0", "ranger21==0.1.0"),
+    ("  error: subprocess-exited-with-error\n  ERROR: Failed building wheel for scikit-surprise\n"
+     "Failed to build scikit-surprise", "scikit-surprise"),
+    ("ERROR: Cannot install datasets==2.1.0 and pyarrow==17.0.0 because these package versions have conflicting "
+     "dependencies.", "datasets==2.1.0"),
+    ("Step 5/9 : RUN true\nsomething unrelated went wrong", None),
+])
+def test_a_failed_install_names_the_package(output: str, package: str | None) -> None:
+    assert failed_package(output) == package
+
+
+def test_too_little_disk_is_refused_before_building(tmp_path: Path) -> None:
+    free, where = check_disk(0.0, tmp_path)
+    assert free > 0 and where == tmp_path
+    with pytest.raises(ImageBuildError, match=r"needs about \d+ GB .*--profile slim"):
+        check_disk(1e9, tmp_path)
+
+
+def test_unknown_profile_is_refused() -> None:
+    with pytest.raises(ImageBuildError, match="full, slim"):
+        build_image(offline=True, tag="never-built:0", profile="huge")
+
+
+def test_prompt_lists_what_the_manifest_says_is_installed() -> None:
+    from mle_gym.envs.prompt import _installed_section
+
+    manifest = {"profile": "full", "python": "3.11.2",
+                "packages": {"torch": "2.2.0", "numpy": "1.26.4", "nvidia-cublas-cu12": "12.1.3.1", "pip": "24.2"}}
+    assert chosen_packages(manifest) == [("numpy", "1.26.4"), ("torch", "2.2.0")]  # key packages first, no deps
+    text = _installed_section(manifest)
+    assert "Python 3.11.2" in text and "numpy 1.26.4, torch 2.2.0" in text and "`pip`" in text
+    assert "nvidia" not in text
+    slim = _installed_section({"python": "3.11.2", "packages": {"numpy": "1.24.2", "Pillow": "9.4.0"}})
+    assert "Pillow 9.4.0" in slim and "no pip" in slim
+    assert _installed_section({}) == "" and _installed_section(None) == ""
 
 
 def test_missing_packaged_file_is_a_typed_error() -> None:
@@ -87,7 +165,7 @@ def test_offline_build_reuses_the_base_and_adds_the_layer(docker_image: str) -> 
                     "a test must not run debootstrap")
     tag = f"mle-gym-test-layer:{uuid.uuid4().hex[:8]}"
     try:
-        assert build_image(offline=True, tag=tag) == tag  # base exists: no debootstrap, no import
+        assert build_image(offline=True, tag=tag, profile="slim") == tag  # base exists: no debootstrap, no import
         probe = subprocess.run(
             ["docker", "run", "--rm", "--network", "none", tag, "sh", "-c",
              "id -u agent; pwd; echo $HOME $PYTHONUNBUFFERED; stat -c '%U %n' /home/code /home/submission /home/logs; "
@@ -97,5 +175,8 @@ def test_offline_build_reuses_the_base_and_adds_the_layer(docker_image: str) -> 
         assert probe[:3] == ["1000", "/home/code", "/home/agent 1"]
         assert probe[3:6] == ["agent /home/code", "agent /home/submission", "agent /home/logs"]
         assert probe[6:8] == ["stack ok", "ps ok"]
+        listed = {t: i for i in list_images() for t in i.tags}
+        assert listed[tag].profile == "slim" and listed[tag].python and listed[tag].python.startswith("3.")
+        assert {"numpy", "pandas", "scikit-learn"} <= {name.lower() for name in listed[tag].packages}
     finally:
         subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True, check=False)
