@@ -150,6 +150,17 @@ def _cmd_image_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_new(args: argparse.Namespace) -> int:
+    from mle_gym.competitions.scaffold import scaffold
+
+    folder = scaffold(args.competition, alias=args.alias, root=args.root)
+    print(folder)
+    print(f"started {args.competition} in {folder}: fill in competition.py (prepare, make_raw, SAMPLE_RAW), "
+          "description.md and metadata.json's columns, as docs/competitions.md says; then run "
+          f"`pytest tests/competitions -k {args.competition}`", file=sys.stderr)
+    return 0
+
+
 def _cmd_gc(args: argparse.Namespace) -> int:
     from mle_gym.sandbox.local import gc_local_workspaces
 
@@ -219,6 +230,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     i = image_sub.add_parser("info", aliases=["list"], help="the mle-gym images here: profile, size, key package versions")
     i.add_argument("--json", action="store_true")
     i.set_defaults(func=_cmd_image_info)
+
+    p = sub.add_parser("new", help="start a competition folder (metadata from MLE-bench's figures, the protocol's "
+                                   "functions to fill in)")
+    p.add_argument("competition", metavar="ID", help="an MLE-bench competition id (`mle-gym list --all`)")
+    p.add_argument("--alias", default=None, help="the short env alias (default: made from the id)")
+    p.add_argument("--root", type=Path, default=None,
+                   help="the competitions folder to write into (default: the package's own, for a source checkout)")
+    p.set_defaults(func=_cmd_new)
 
     p = sub.add_parser("gc", help="remove mle-gym containers and workspaces left behind by processes that died, "
                                   "and data images unused for a week (all unused ones with --all)")
