@@ -3,6 +3,8 @@
 They look at the data, write a training script with `write_file`, run it with `bash`, check the
 file with `validate_submission` and `submit`. When the script fails or the file is invalid they
 fall back once (the CNN to the scikit-learn pipeline; scikit-learn to the sample submission).
+A competition with no pipeline gets the sample submission, validated and submitted (a valid
+file and no medal: a floor for the table, not a result), unless `unsupported="error"`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ class ScriptedAgent:
     name = "scripted"
 
     def __init__(self, *, env: Any = None, seed: int | None = None, use_torch: bool | None = None,
-                 timeout_s: float | None = None) -> None:
+                 timeout_s: float | None = None, unsupported: str = "sample") -> None:
+        if unsupported not in ("sample", "error"):
+            raise ValueError(f"unsupported must be 'sample' or 'error', got {unsupported!r}")
+        self.unsupported = unsupported
         self._env = env
         self.seed = seed
         self.use_torch = use_torch
@@ -55,11 +60,18 @@ class ScriptedAgent:
 
     def reset(self, prompt: str, info: dict[str, Any]) -> None:
         comp = _competition_of(info, self._env)
-        if comp not in SOLUTIONS:
+        if comp not in SOLUTIONS and self.unsupported == "error":
             raise ValueError(f"the scripted agent has no pipeline for {comp!r}; it solves: {', '.join(self.supported())}")
-        self._solution = SOLUTIONS[comp]
         self._paths = dict(info["paths"])
         self._submission = str(info["submission_path"])
+        if comp not in SOLUTIONS:
+            self._solution = None
+            self._fell_back = True
+            self._pending = None
+            self.log = [f"competition {comp}", "no pipeline for it: submitting the sample submission"]
+            self._plan = ["look", "copy_sample", "validate", "submit"]
+            return
+        self._solution = SOLUTIONS[comp]
         self._script = self._solution.script
         self._fell_back = False
         self._pending = None

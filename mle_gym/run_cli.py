@@ -121,8 +121,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.agent == "scripted":
         missing = [c for c in competitions if c not in ScriptedAgent.supported()]
         if missing:
-            raise RunUsageError(f"the scripted agent has no pipeline for {', '.join(missing)}; "
-                                f"it solves: {', '.join(ScriptedAgent.supported())}")
+            print(f"mle-gym run: the scripted agent has no pipeline for {', '.join(missing)}: it submits the sample "
+                  f"submission there (a valid file, no medal). It solves: {', '.join(ScriptedAgent.supported())}",
+                  file=sys.stderr)
     if args.seeds < 1:
         raise RunUsageError(f"--seeds must be at least 1, got {args.seeds}")
     if args.jobs is not None and args.jobs < 1:

@@ -89,8 +89,6 @@ def test_cli_run_prints_the_table_and_writes_reports(tmp_path: Path, capsys: pyt
 @pytest.mark.parametrize(("argv", "message"), [
     (["run", "aerial-cactus", "--agent", "nope"],
      "no agent named 'nope'; agents: llm, random, scripted, or package.module:Class"),
-    (["run", "aptos2019-blindness-detection", "--agent", "scripted"],
-     "the scripted agent has no pipeline for aptos2019-blindness-detection; it solves: aerial-cactus-identification"),
     (["run", "aerial-cactus", "--agent", "random", "--seeds", "0"], "--seeds must be at least 1, got 0"),
     (["run", "aerial-cactus", "--agent", "random", "--agent-option", "oops"], "--agent-option expects KEY=VALUE, got 'oops'"),
 ])

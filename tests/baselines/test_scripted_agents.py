@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -10,7 +11,8 @@ import pytest
 import mle_gym  # noqa: F401  (registers the envs)
 from mle_gym.baselines import get_agent
 from mle_gym.baselines.scripted import ScriptedAgent
-from mle_gym.competitions import get_competition
+from mle_gym.baselines.solutions import SOLUTIONS
+from mle_gym.competitions import get_competition, list_competitions
 from mle_gym.competitions.datasets import load_dataset
 from mle_gym.runner import play_episode
 
@@ -68,7 +70,22 @@ def test_cactus_probes_for_torch_in_the_sandbox() -> None:
 
 def test_scripted_agent_names_what_it_can_solve() -> None:
     env = gym.make("mle/aptos2019-blindness-detection", data="sample", sandbox="local")
-    agent = get_agent("scripted", env=env)
+    agent = get_agent("scripted", env=env, unsupported="error")
     with pytest.raises(ValueError, match=r"no pipeline for 'aptos2019-blindness-detection'; it solves: aerial-cactus"):
         agent.reset("", {"competition": "aptos2019-blindness-detection", "paths": {}, "submission_path": ""})
     env.close()
+
+
+MEDIUM = (Path(__file__).resolve().parents[2].parent / "shared" / "mlebench" / "splits" / "medium.txt")
+WITHOUT_PIPELINE = sorted(c.id for c in list_competitions() if c.id not in SOLUTIONS
+                          and (not MEDIUM.exists() or c.id in MEDIUM.read_text().split()))
+
+
+@pytest.mark.parametrize("competition", WITHOUT_PIPELINE)
+def test_without_a_pipeline_it_submits_a_valid_sample_submission(competition: str) -> None:
+    with gym.make(f"mle/{competition}", data="sample", sandbox="local") as env:
+        agent = get_agent("scripted", env=env)
+        outcome = play_episode(env, agent, seed=0)
+    assert agent.log[1] == "no pipeline for it: submitting the sample submission"
+    assert outcome.terminated and outcome.grade["valid_submission"], outcome.grade
+    assert outcome.grade["medal"] == "none"
