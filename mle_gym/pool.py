@@ -1,0 +1,125 @@
+"""Many episodes in flight, each at its own pace: an asyncio front over a pool of environments.
+
+Gymnasium's vector envs step in lockstep, so every episode waits for the slowest one; a trainer
+whose episodes mix `ls` with hour-long training runs wants each to advance on its own.
+`EpisodePool` owns N environments and runs each call (`reset`, `step`, `close`) in a thread of
+its own executor, one thread per environment, so `await pool.step(i, action)` returns when
+episode i's step is done, whatever the others are doing. The environments share nothing that
+serialises them: each has its own sandbox, shell channel and grading call.
+
+    pool = EpisodePool.make("mle/aerial-cactus", n=64, data="sample")
+    async def one(i):
+        obs, info = await pool.reset(i, seed=i)
+        while True:
+            obs, reward, terminated, truncated, info = await pool.step(i, policy(obs))
+            if terminated or truncated:
+                return reward
+    rewards = await asyncio.gather(*(one(i) for i in range(len(pool))))
+    await pool.aclose()
+
+One call at a time per environment: a second `step(i, ...)` while the first is in flight
+raises `EpisodeBusyError` (an env is not re-entrant). Closing closes every environment, in
+parallel, and never raises; it also runs at interpreter exit through the envs' own cleanup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+
+from mle_gym.errors import MLEGymError
+
+log = logging.getLogger(__name__)
+
+
+class EpisodeBusyError(MLEGymError, RuntimeError):
+    """A call reached an environment whose previous call has not returned yet."""
+
+
+class EpisodePool:
+    """N environments, each stepped in its own thread; see the module docstring."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], *, max_workers: int | None = None) -> None:
+        if not env_fns:
+            raise ValueError("EpisodePool needs at least one environment factory")
+        self._fns = list(env_fns)
+        self._envs: list[gym.Env | None] = [None] * len(self._fns)
+        self._busy = [False] * len(self._fns)
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_workers or len(self._fns), thread_name_prefix="mle-gym-episode")
+        self._closed = False
+
+    @classmethod
+    def make(cls, env_id: str, n: int, *, max_workers: int | None = None, **kwargs: Any) -> EpisodePool:
+        """A pool of `n` copies of `gym.make(env_id, **kwargs)`, made lazily on first reset."""
+        if n < 1:
+            raise ValueError(f"n must be at least 1, got {n}")
+        return cls([functools.partial(gym.make, env_id, **kwargs) for _ in range(n)], max_workers=max_workers)
+
+    def __len__(self) -> int:
+        return len(self._fns)
+
+    def env(self, i: int) -> gym.Env:
+        """Episode i's environment (made on first use)."""
+        env = self._envs[i]
+        if env is None:
+            env = self._envs[i] = self._fns[i]()
+        return env
+
+    async def _call(self, i: int, method: Callable[[gym.Env], Any]) -> Any:
+        if self._closed:
+            raise EpisodeBusyError("this EpisodePool is closed; make a new one")
+        if not 0 <= i < len(self._fns):
+            raise IndexError(f"episode index {i} is out of range for a pool of {len(self._fns)}")
+        if self._busy[i]:
+            raise EpisodeBusyError(f"episode {i} is still running its previous call; await it before the next one")
+        self._busy[i] = True
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, lambda: method(self.env(i)))
+        finally:
+            self._busy[i] = False
+
+    async def reset(self, i: int, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        return await self._call(i, lambda env: env.reset(seed=seed, options=options))
+
+    async def step(self, i: int, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        return await self._call(i, lambda env: env.step(action))
+
+    async def aclose(self) -> None:
+        """Close every environment (in parallel) and the threads; never raises; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(self._executor, self._close_one, i) for i in range(len(self._fns))))
+        self._executor.shutdown(wait=False)
+
+    def close(self) -> None:
+        """`aclose` for code outside an event loop."""
+        if self._closed:
+            return
+        self._closed = True
+        list(self._executor.map(self._close_one, range(len(self._fns))))
+        self._executor.shutdown(wait=False)
+
+    def _close_one(self, i: int) -> None:
+        env, self._envs[i] = self._envs[i], None
+        if env is None:
+            return
+        try:
+            env.close()
+        except Exception:  # closing must not stop the others
+            log.exception("closing episode %d's environment failed", i)
+
+    async def __aenter__(self) -> EpisodePool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
