@@ -1,4 +1,5 @@
-"""Gymnasium registration: `mle/<kaggle-id>` and `mle/<alias>` for every packaged competition.
+"""Gymnasium registration: `mle/<kaggle-id>` and `mle/<alias>` for every packaged competition,
+and `mle/split-<name>` (a competition of an MLE-bench split, drawn per reset).
 
 Registration reads each competition's `metadata.json` directly instead of importing
 `mle_gym.competitions` (pandas, scikit-learn and the graders): `import mle_gym.tools`, which an
@@ -33,8 +34,35 @@ def _competition_names() -> list[tuple[str, str]]:
     return sorted(names)
 
 
+# `mle/split-<name>`: a competition of an MLE-bench split per reset (MLEEnv's "split:<name>").
+SPLIT_IDS = ("low", "medium", "high", "lite", "all", "dev")
+
+
+def split_members(split: str) -> list[str]:
+    """The packaged competitions of an MLE-bench split, sorted; "all" is the 75, "lite" = "low"."""
+    spec = importlib.util.find_spec("mle_gym.competitions")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    figures: dict[str, Any] = {}
+    for location in spec.submodule_search_locations:
+        path = Path(location) / "figures.json"
+        if path.is_file():
+            figures.update(json.loads(path.read_text()))
+    tests = {
+        "low": lambda f: f["complexity"] == "low", "lite": lambda f: f["lite"],
+        "medium": lambda f: f["complexity"] == "medium", "high": lambda f: f["complexity"] == "high",
+        "all": lambda f: f["in_split75"], "dev": lambda f: f["dev"],
+    }
+    if split not in tests:
+        raise ValueError(f"no split {split!r}; splits: {', '.join(SPLIT_IDS)}")
+    packaged = {cid for cid, _ in _competition_names()}
+    return sorted(cid for cid, row in figures.items() if cid in packaged and tests[split](row))
+
+
 def env_ids() -> list[str]:
-    return [f"mle/{name}" for comp in _competition_names() for name in comp]
+    """Every registered id: `mle/<kaggle-id>` and `mle/<alias>` per competition, then `mle/split-<name>`."""
+    ids = [f"mle/{name}" for comp in _competition_names() for name in comp]
+    return ids + [f"mle/split-{split}" for split in SPLIT_IDS if split_members(split)]
 
 
 def apply_time_limit(env: gym.Env, **_: Any) -> gym.Env:
@@ -72,3 +100,8 @@ def register_envs() -> None:
             gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"competition": competition},
                          disable_env_checker=False, nondeterministic=True,
                          additional_wrappers=(STEP_BUDGET_HOOK,))
+    for split in SPLIT_IDS:
+        env_id = f"mle/split-{split}"
+        if env_id not in gym.registry and split_members(split):
+            gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"competition": f"split:{split}"},
+                         disable_env_checker=False, nondeterministic=True, additional_wrappers=(STEP_BUDGET_HOOK,))

@@ -17,9 +17,10 @@ from mle_gym.config import EnvConfig
 from mle_gym.envs.prompt import build_mlebench_prompt, build_prompt
 from mle_gym.envs.spaces import TextObservation, ToolCallSpace
 from mle_gym.envs.submission import SubmissionService
-from mle_gym.errors import EpisodeEndedError, ResetOptionError, SandboxPathError
+from mle_gym.errors import CompetitionNotFoundError, EpisodeEndedError, ResetOptionError, SandboxPathError
 from mle_gym.grading import GradeReport
 from mle_gym.grading.isolated import GradingLimits, warm_up
+from mle_gym.registry import split_members
 from mle_gym.sandbox.base import Sandbox
 from mle_gym.sandbox.factory import make_sandbox
 from mle_gym.tools.execute import ToolExecutor, ToolResult
@@ -82,7 +83,8 @@ class MLEEnv(gym.Env[str, dict]):
 
     ## Reset Options
     `reset(options={"competition": ID})` switches to another competition with the same settings;
-    any other option raises `ResetOptionError`.
+    any other option raises `ResetOptionError`. `mle/split-<name>` (low, medium, high, lite, all,
+    dev) draws each reset's competition from that MLE-bench split, with the reset's seed.
 
     ## Version History
     - v0 (mle-gym 0.1): first release.
@@ -91,6 +93,13 @@ class MLEEnv(gym.Env[str, dict]):
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
     def __init__(self, competition: str, render_mode: str | None = None, **options: Any) -> None:
+        self.split: list[str] = []  # "split:<name>": the competitions a reset draws from
+        if competition.startswith("split:"):
+            self.split = split_members(competition.removeprefix("split:"))
+            if not self.split:
+                raise CompetitionNotFoundError(f"the split {competition.removeprefix('split:')!r} has no packaged "
+                                               "competition (`mle-gym list` shows what is packaged)")
+            competition = self.split[0]
         self.config = EnvConfig(competition=competition, **options)
         self.competition: Competition = get_competition(competition)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -143,6 +152,10 @@ class MLEEnv(gym.Env[str, dict]):
         super().reset(seed=seed)
         if self._closed:
             raise EpisodeEndedError("this environment was closed; make a new one with gym.make(...)")
+        if self.split and not (options and "competition" in options):
+            # a split env draws its competition from the reset's seed (np_random is seeded by it)
+            drawn = self.split[int(self.np_random.integers(len(self.split)))]
+            options = {**(options or {}), "competition": drawn}
         if options:
             self._apply_reset_options(options)
         if self.dataset is None:

@@ -82,3 +82,23 @@ def test_one_call_at_a_time_per_episode_and_close_is_idempotent(tmp_path: Path) 
 def test_pool_needs_environments() -> None:
     with pytest.raises(ValueError):
         EpisodePool.make("mle/aerial-cactus", 0)
+
+
+def test_split_env_draws_its_competition_from_the_reset_seed() -> None:
+    import gymnasium as gym
+
+    from mle_gym.registry import split_members
+
+    lite = split_members("lite")
+    assert "aerial-cactus-identification" in lite and "mle/split-lite" in gym.registry
+    with gym.make("mle/split-lite", data="sample", sandbox="local") as env:
+        drawn = {}
+        for seed in (0, 1, 2, 0):
+            _, info = env.reset(seed=seed)
+            assert info["competition"] in lite
+            drawn.setdefault(seed, info["competition"])
+            assert drawn[seed] == info["competition"]  # the same seed, the same competition
+        _, info = env.reset(seed=5, options={"competition": "spooky"})  # an explicit choice wins
+        assert info["competition"] == "spooky-author-identification"
+    with pytest.raises(ValueError, match="no split 'nope'"):
+        split_members("nope")
