@@ -46,6 +46,8 @@ class EnvConfig(BaseModel):
     shm_size: str | None = None
     network: Literal["none", "bridge"] | None = None
     gpus: Any = Field(default="auto", description='"auto", "all", a list of device ids, or None for none')
+    gpus_per_episode: int | None = Field(default=None, ge=1, description="Docker: lease this many of the GPUs to "
+                                         "each concurrent episode, never shared (MLE-bench's one GPU per run)")
     workspace_root: str | None = None
     disk_limit: str | None = Field(default="20g", description="Docker: most bytes an episode may write (None: no limit)")
     warm_pool: bool | None = None
@@ -56,8 +58,8 @@ class EnvConfig(BaseModel):
             keys: tuple[str, ...] = ("workspace_root", "max_saved_output_bytes")
             always: tuple[str, ...] = ()
         else:
-            keys = ("image", "cpus", "memory", "pids_limit", "shm_size", "network", "gpus", "disk_limit",
-                    "max_saved_output_bytes", "warm_pool")
+            keys = ("image", "cpus", "memory", "pids_limit", "shm_size", "network", "gpus", "gpus_per_episode",
+                    "disk_limit", "max_saved_output_bytes", "warm_pool")
             always = ("gpus", "disk_limit")
         opts = {k: getattr(self, k) for k in keys if getattr(self, k) is not None or k in always}
         opts.update(self.sandbox_options)

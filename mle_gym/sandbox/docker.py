@@ -58,6 +58,7 @@ from mle_gym.errors import (
 )
 from mle_gym.sandbox.base import SandboxPaths
 from mle_gym.sandbox.channel import BOOT, HelperChannel, HelperGoneError, SocketTransport, Transport
+from mle_gym.sandbox.gpus import GPULease, host_gpus, lease_gpus
 from mle_gym.sandbox.image import MANIFEST_PATH
 from mle_gym.sandbox.inside import InsideSandbox, LimitBreached
 from mle_gym.sandbox.owners import pid_alive, process_start_ticks
@@ -121,6 +122,9 @@ class DockerSandboxConfig(BaseModel):
     gpus: Literal["auto", "all"] | list[int | str] | None = "auto"
     """"auto": every GPU when the daemon has an NVIDIA runtime, none otherwise; "all"; a list
     of device ids or UUIDs; None: no GPU."""
+    gpus_per_episode: int | None = Field(default=None, ge=1)
+    """Lease this many GPUs of `gpus` (or of every host GPU, for "auto"/"all") to this sandbox
+    alone for its lifetime, as MLE-bench gives each concurrent run its own; see mle_gym.sandbox.gpus."""
     agent_user: str = "agent"
     """The image's (non-root) user the agent runs as."""
     disk_limit: str | None = "20g"
@@ -225,6 +229,34 @@ def data_fingerprint(base_image_id: str, data_dir: Path) -> str:
     return digest.hexdigest()[:20]
 
 
+def gpu_device_requests(
+    gpus: Any, runtimes: list[str], per_episode: int | None, lease: GPULease | None,
+) -> tuple[list[docker.types.DeviceRequest], GPULease | None]:
+    """The device requests a container is created with, for `gpus` on a daemon with `runtimes`;
+    with `per_episode`, from a lease of that many devices (the one given, or a new one)."""
+    if gpus is None:
+        return [], lease
+    has_nvidia = "nvidia" in runtimes
+    if gpus == "auto":
+        if not has_nvidia:
+            return [], lease
+        gpus = "all"
+    if not has_nvidia:
+        raise GPUUnavailableError(
+            f"gpus={gpus!r} asks for GPUs, but the Docker daemon has no NVIDIA runtime "
+            f"(its runtimes: {', '.join(runtimes) or 'none'}). Install nvidia-container-toolkit "
+            "and run `sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl "
+            "restart docker`; or pass gpus=None (or \"auto\", which uses GPUs only when present)."
+        )
+    if per_episode is not None:
+        if lease is None:
+            lease = lease_gpus(host_gpus() if gpus == "all" else [str(g) for g in gpus], per_episode)
+        gpus = lease.devices
+    if gpus == "all":
+        return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])], lease
+    return [docker.types.DeviceRequest(device_ids=[str(g) for g in gpus], capabilities=[["gpu"]])], lease
+
+
 def ensure_data_image(client: docker.DockerClient, base_image: str, base_image_id: str, data_dir: Path) -> str:
     """The tag of an image with `data_dir` at /home/data over `base_image`, built if missing.
 
@@ -309,6 +341,7 @@ class DockerSandbox(InsideSandbox):
         self._manifest: dict[str, Any] = {}
         self._gpus_got: list[str] = []
         self._device_requests: list[docker.types.DeviceRequest] = []
+        self._gpu_lease: GPULease | None = None
         self._box: _Box | None = None
         self._spare: concurrent.futures.Future[_Box] | None = None
         self._retiring: list[concurrent.futures.Future[None]] = []
@@ -364,6 +397,9 @@ class DockerSandbox(InsideSandbox):
         box, self._box = self._box, None
         if box is not None:
             self._remove_box(box)
+        lease, self._gpu_lease = self._gpu_lease, None
+        if lease is not None:
+            lease.release()
         for future in self._retiring:
             try:
                 future.result(timeout=60)
@@ -733,22 +769,8 @@ class DockerSandbox(InsideSandbox):
             runtimes = sorted((client.info().get("Runtimes") or {}).keys())
         except _DOCKER_ERRORS as exc:
             raise DockerUnavailableError(f"could not read the Docker daemon's info: {exc}") from exc
-        has_nvidia = "nvidia" in runtimes
-        if gpus == "auto":
-            if not has_nvidia:
-                return [], False
-            gpus = "all"
-        if not has_nvidia:
-            raise GPUUnavailableError(
-                f"gpus={gpus!r} asks for GPUs, but the Docker daemon has no NVIDIA runtime "
-                f"(its runtimes: {', '.join(runtimes) or 'none'}). Install nvidia-container-toolkit "
-                "and run `sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl "
-                "restart docker`; or pass gpus=None (or \"auto\", which uses GPUs only when present)."
-            )
-        if gpus == "all":
-            return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])], True
-        ids = [str(g) for g in gpus]
-        return [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])], True
+        requests, self._gpu_lease = gpu_device_requests(gpus, runtimes, self.config.gpus_per_episode, self._gpu_lease)
+        return requests, bool(requests)
 
     # -- reporting ---------------------------------------------------------------------
     @property
@@ -787,6 +809,8 @@ class DockerSandbox(InsideSandbox):
             "disk_limit": cfg.disk_limit,
             "network": cfg.network,
             "gpus_requested": cfg.gpus,
+            "gpus_per_episode": cfg.gpus_per_episode,
+            "gpus_leased": list(self._gpu_lease.devices) if self._gpu_lease is not None else [],
             "gpus": list(self._gpus_got),
             "paths": self.paths.as_dict(),
         }
