@@ -1,0 +1,174 @@
+"""Single-label classification graders: class columns read as MLE-bench's graders read them, macro-F1, top-1 error.
+
+MLE-bench's image-classification graders turn the submitted class column into integers in
+three different ways, and the way decides which files are valid:
+
+- `int()` on each cell (the herbarium graders): 2.7 is class 2, the text "7" class 7, and a
+  blank, infinity or "7.0" makes the file ungradable;
+- `int()` on Python integers and on the first space-separated word of text (iNaturalist 2019):
+  a column pandas read as floats (even 7.0, or a blank) is ungradable;
+- scikit-learn's own typing (cassava's accuracy; see `check_sklearn_classes`).
+
+Whatever the conversion, numpy must then hold the classes as int64: a class past int64's range
+makes scikit-learn call the column continuous or unknown, and MLE-bench scores nothing. Every
+check here looks at the submission alone, never at the answers' values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import infer_dtype, is_bool_dtype, is_float_dtype, is_integer_dtype, is_numeric_dtype
+
+from mle_gym.errors import InvalidSubmissionError
+from mle_gym.grading.validation import check_numeric
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _example(values: object) -> str:
+    item = values.item() if isinstance(values, np.generic) else values
+    return repr(item)
+
+
+def _in_int64(column: str, values: list[int]) -> np.ndarray:
+    out = [v for v in values if not _INT64_MIN <= v <= _INT64_MAX]
+    if out:
+        raise InvalidSubmissionError(
+            f"column {column!r}: expected class numbers within the 64-bit integer range; found {len(out)} beyond it, "
+            f"e.g. {out[0]}"
+        )
+    return np.asarray(values, dtype=np.int64)
+
+
+def _floats_truncated(column: str, values: np.ndarray) -> np.ndarray:
+    """int() of each float: toward zero; a blank (NaN) or an infinity has no integer."""
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise InvalidSubmissionError(
+            f"column {column!r}: expected a class number in every row; found {int(bad.sum())} missing or infinite "
+            f"value(s), e.g. {_example(values[bad][0])}"
+        )
+    out = (values < _INT64_MIN) | (values >= 2.0**63)
+    if out.any():
+        raise InvalidSubmissionError(
+            f"column {column!r}: expected class numbers within the 64-bit integer range; found {int(out.sum())} "
+            f"beyond it, e.g. {_example(values[out][0])}"
+        )
+    return np.trunc(values).astype(np.int64)
+
+
+def _unsigned(column: str, values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind == "u" and len(values) and values.max() > _INT64_MAX:
+        return _in_int64(column, [int(v) for v in values])  # raises
+    return values.astype(np.int64)
+
+
+def int_classes(series: pd.Series, column: str) -> np.ndarray:
+    """The classes as `int(cell)` gives them (herbarium's graders), as int64; InvalidSubmissionError when it fails.
+
+    Floats are truncated toward zero (2.7 is 2), booleans are 0 and 1, text is read by Python's
+    int() (" 7 " and "1_0" are numbers, "7.0" and "seven" are not).
+    """
+    if is_bool_dtype(series):
+        return series.to_numpy(dtype=np.int64)
+    if is_integer_dtype(series):
+        return _unsigned(column, series.to_numpy())
+    if is_float_dtype(series):
+        return _floats_truncated(column, series.to_numpy(dtype=float))
+    converted: list[int] = []
+    for cell in series.to_numpy(dtype=object):
+        try:
+            converted.append(int(cell))
+        except (TypeError, ValueError, OverflowError):
+            raise InvalidSubmissionError(
+                f"column {column!r}: expected a whole class number in every row; found {cell!r}, which is not one "
+                "(a blank, a fraction written as text such as '7.0', or a word)"
+            ) from None
+    return _in_int64(column, converted)
+
+
+def first_word_classes(series: pd.Series, column: str) -> np.ndarray:
+    """The classes as iNaturalist 2019's grader reads them, as int64; InvalidSubmissionError when it fails.
+
+    An integer cell is the class; a text cell's first space-separated word is read by int()
+    (so "12 7 3" is class 12). Anything else, a column of floats included (7.0, or a blank
+    cell that pandas reads as NaN), cannot be graded.
+    """
+    if is_bool_dtype(series) or is_integer_dtype(series):
+        return _unsigned(column, series.to_numpy())
+    if is_float_dtype(series):
+        values = series.to_numpy(dtype=float)
+        missing = int(np.isnan(values).sum())
+        found = (f"{missing} missing value(s)" if missing
+                 else f"numbers written with a decimal point, e.g. {values[0]!r}")
+        raise InvalidSubmissionError(
+            f"column {column!r}: expected class ids written as integers (e.g. 7) or as space-separated integers with "
+            f"the first one counted (e.g. '7 12 3'); found {found}"
+        )
+    converted: list[int] = []
+    for cell in series.to_numpy(dtype=object):
+        try:
+            # Python integers only, as the grader's isinstance(cell, int) has it; anything else is split as text.
+            converted.append(int(cell) if isinstance(cell, int) else int(cell.split()[0]))
+        except (AttributeError, IndexError, TypeError, ValueError, OverflowError):
+            raise InvalidSubmissionError(
+                f"column {column!r}: expected a class id in every row, an integer or space-separated integers with the "
+                f"first one counted; found {cell!r}"
+            ) from None
+    return _in_int64(column, converted)
+
+
+def check_sklearn_classes(submission: pd.DataFrame, column: str) -> None:
+    """Classes that scikit-learn's accuracy_score accepts, as MLE-bench calls it on the column as read.
+
+    Whole numbers (2 or 2.0, of any size that fits int64's cast) and text (never equal to a
+    numeric class) are accepted; fractions (2.5 makes the column "continuous"), blanks and
+    infinities are not, nor is a column mixing numbers with text or blanks (pandas types a big
+    file in chunks of rows, so one word can leave other chunks numeric).
+    """
+    classes = submission[column]
+    if is_numeric_dtype(classes):
+        check_numeric(submission, [column])
+        values = classes.to_numpy()
+        if values.dtype.kind == "f":
+            with np.errstate(invalid="ignore"):
+                fractional = values != values.astype(np.int64)
+            if fractional.any():
+                raise InvalidSubmissionError(
+                    f"column {column!r}: expected whole class numbers; found {int(fractional.sum())} other value(s), "
+                    f"e.g. {values[fractional][0].item()!r}"
+                )
+    elif (missing := int(classes.isna().sum())) or (kind := infer_dtype(classes, skipna=True)) != "string":
+        # pandas 3 reads a whole number past 64 bits as a Python int (pandas 2 as text).
+        found = (f"{missing} missing value(s)" if missing else "whole numbers beyond the 64-bit range"
+                 if kind == "integer" else "numbers mixed with text")
+        raise InvalidSubmissionError(
+            f"column {column!r}: expected a class in every row, all numbers or all text; found {found}")
+
+
+def macro_f1(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """F1 averaged over every class found in the answers or the predictions, each class counting once.
+
+    As scikit-learn's f1_score(average="macro") computes it: per class 2·TP / (2·TP + FP + FN),
+    so a class only ever predicted, or never predicted, adds an F1 of 0 to the average.
+    """
+    truth, pred = np.asarray(y_true), np.asarray(y_pred)
+    if truth.shape != pred.shape or truth.ndim != 1:
+        raise ValueError(f"answers {truth.shape} and predictions {pred.shape} must be 1-D and of equal length")
+    if len(truth) == 0:
+        raise ValueError("macro F1 needs at least one row; the answers are empty")
+    labels, codes = np.unique(np.concatenate([truth, pred]), return_inverse=True)
+    true_codes, pred_codes = codes[: len(truth)], codes[len(truth):]
+    true_sum = np.bincount(true_codes, minlength=len(labels))
+    pred_sum = np.bincount(pred_codes, minlength=len(labels))
+    tp = np.bincount(true_codes[true_codes == pred_codes], minlength=len(labels))
+    return float(np.mean(2 * tp / (true_sum + pred_sum)))
+
+
+def top1_error(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Share of rows whose predicted class is not the answer (1 - accuracy)."""
+    truth, pred = np.asarray(y_true), np.asarray(y_pred)
+    if truth.shape != pred.shape or len(truth) == 0:
+        raise ValueError(f"answers {truth.shape} and predictions {pred.shape} must be non-empty and of equal shape")
+    return float(1 - np.mean(truth == pred))
