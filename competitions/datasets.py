@@ -79,8 +79,16 @@ def sample_generator_fingerprint(comp: Competition) -> str:
     files = [comp.folder / "competition.py", comp.folder / "metadata.json", here / "helpers.py"]
     files += [other / "competition.py" for other in sorted(here.iterdir())
               if other != comp.folder and (other / "competition.py").is_file() and other.name in source]
-    files += [module for module in sorted(here.glob("*.py"))  # family modules it imports
-              if module.name != "helpers.py" and f"competitions.{module.stem} import" in source]
+    families = {m.stem: m for m in sorted(here.glob("*.py")) if m.name not in ("helpers.py", "__init__.py")}
+    wanted: list[Path] = []
+    pending = [source]
+    while pending:  # the family modules it imports, and the ones they import
+        text = pending.pop()
+        for stem, module in families.items():
+            if module not in wanted and f"competitions.{stem} import" in text:
+                wanted.append(module)
+                pending.append(module.read_text())
+    files += sorted(wanted)
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -367,6 +375,11 @@ def prepare_kaggle(
 
         def check(public: Path, private: Path) -> dict[str, Any]:
             found = check_prepared(expected, public, private) if expected is not None else []
+            # files whose bytes cannot match MLE-bench's whatever the split (e.g. parquet files that embed the
+            # writing library's version): named by the competition, reported, not failed
+            unverifiable = getattr(comp.module, "UNVERIFIABLE_FILES", {})
+            skipped = [m for m in found if m.file in unverifiable]
+            found = [m for m in found if m.file not in unverifiable]
             if found and verify:
                 raise ChecksumMismatchError(
                     f"the prepared files of {comp.id} differ from {figures}: {_mismatch_report(found)}. "
@@ -375,7 +388,8 @@ def prepare_kaggle(
                 )
             every = [*mismatches, *found]
             return {"verified": expected is not None and not every, "checksums": wanted, "checksums_source": source,
-                    "zip_md5": zip_md5, "mismatches": [m.model_dump() for m in every]}
+                    "zip_md5": zip_md5, "mismatches": [m.model_dump() for m in every],
+                    "unverifiable": {m.file: unverifiable[m.file] for m in skipped}}
 
         if report is not None:
             report(f"{comp.id}: splitting as MLE-bench does")
