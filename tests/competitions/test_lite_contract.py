@@ -15,7 +15,8 @@ IDS = [c.id for c in COMPETITIONS]
 # Blank predictions are valid there: no tags (facebook), no answer (tf2-qa, whose sample submission is blank), or
 # the text "nan" that matches no article (h-and-m).
 BLANK_PREDICTS_NOTHING = {"facebook-recruiting-iii-keyword-extraction", "tensorflow2-question-answering",
-                          "h-and-m-personalized-fashion-recommendations"}
+                          "h-and-m-personalized-fashion-recommendations", "plant-pathology-2021-fgvc8",
+                          "imet-2020-fgvc7", "whale-categorization-playground", "hotel-id-2021-fgvc8"}
 
 
 def _write(frame: pd.DataFrame, tmp_path: Path) -> Path:
