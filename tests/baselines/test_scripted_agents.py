@@ -77,7 +77,10 @@ def test_scripted_agent_names_what_it_can_solve() -> None:
 
 
 MEDIUM = (Path(__file__).resolve().parents[2].parent / "shared" / "mlebench" / "splits" / "medium.txt")
+# A sample submission that MLE-bench ships only inside an archive (statoil's sample_submission.csv.7z) is
+# outside public/ in the metadata: the scripted agent's `cp data/sample*ubmission*.csv` finds nothing there.
 WITHOUT_PIPELINE = sorted(c.id for c in list_competitions() if c.id not in SOLUTIONS
+                          and not c.metadata.sample_submission_file.startswith("../")
                           and (not MEDIUM.exists() or c.id in MEDIUM.read_text().split()))
 
 
