@@ -12,12 +12,13 @@ from mle_gym.competitions.datasets import ensure_sample_data, prepare_from_raw
 
 COMPETITIONS = list_competitions()
 IDS = [c.id for c in COMPETITIONS]
-# Blank predictions are valid there: no tags (facebook), no answer (tf2-qa, whose sample submission is blank), or
-# the text "nan" that matches no article (h-and-m).
+# A blank prediction column is valid there, as in MLE-bench's graders: an empty set of tags, labels, boxes or
+# mask runs, no answer (tf2-qa's sample submission is blank), a guess that matches nothing, or a score of 0.
 BLANK_PREDICTS_NOTHING = {"facebook-recruiting-iii-keyword-extraction", "tensorflow2-question-answering",
                           "h-and-m-personalized-fashion-recommendations", "plant-pathology-2021-fgvc8",
                           "imet-2020-fgvc7", "whale-categorization-playground", "hotel-id-2021-fgvc8",
-                          "tgs-salt-identification-challenge", "hubmap-kidney-segmentation", "kuzushiji-recognition"}
+                          "tgs-salt-identification-challenge", "hubmap-kidney-segmentation", "kuzushiji-recognition",
+                          "rsna-breast-cancer-detection"}
 
 
 def _perfect(comp: Competition, private: Path, answers: pd.DataFrame) -> pd.DataFrame:
