@@ -15,6 +15,7 @@ _COMMAND_MODULES = [
     "mle_gym.commands",
     "mle_gym.run_cli",
     "mle_gym.trajectory_cli",
+    "mle_gym.viewer",
     "mle_gym.grading.cli",
 ]
 
