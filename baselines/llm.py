@@ -1,21 +1,31 @@
-"""An agent backed by any OpenAI-compatible chat-completions endpoint, over plain urllib."""
+"""An agent backed by a chat model: any OpenAI-compatible endpoint (official `openai` SDK) or Anthropic's Messages API."""
 
 from __future__ import annotations
 
-import http.client
+import copy
 import json
 import logging
 import os
 import random
 import time
-import urllib.error
-import urllib.request
 from collections import deque
-from typing import Any
+from typing import Any, Literal
 
 from mle_gym.baselines.base import Action, submit_action
+from mle_gym.baselines.llm_clients import (
+    AnthropicClient,
+    ChatCompletionError,
+    ContextLengthError,
+    ModelCallError,
+    ModelReply,
+    OpenAIChatClient,
+    TransientModelError,
+    pick_provider,
+)
 
 log = logging.getLogger(__name__)
+
+__all__ = ["SYSTEM_PROMPT", "ChatCompletionError", "ContextLengthError", "LLMAgent", "ModelCallError"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 SYSTEM_PROMPT = (
@@ -23,44 +33,76 @@ SYSTEM_PROMPT = (
     "the tools you are given: explore the data, write and run code, write the submission file, check it "
     "with validate_submission, then call submit. Call one or more tools in every reply."
 )
-_TRANSIENT_HTTP = {408, 409, 425, 429}
 _NUDGE = "Reply with a tool call. When your submission file is ready, call submit."
-
-
-class ChatCompletionError(RuntimeError):
-    """The chat-completions endpoint failed for good (a non-transient error, or retries ran out)."""
+ContextStrategy = Literal["truncate", "drop"]
+CONTEXT_STRATEGIES = ("truncate", "drop")
+_ELIDED = "[output elided to fit the context window: {n:,} characters]"
+_CLIPPED = "\n[... {n:,} characters of this output were elided to fit the context window ...]\n"
+_DROPPED = "[{n} earlier turn(s) were dropped to fit the context window]"
+_MAX_CONTEXT_RETRIES = 12
+_sleep = time.sleep  # the backoff's sleep; tests record the delays instead
 
 
 class LLMAgent:
-    """Sends the prompt and the history with the env's tool schemas and plays the returned tool calls.
+    """Sends the task prompt and the history with the env's tool schemas and plays the returned tool calls.
 
-    Options (each falls back to the environment): `model` (`MLE_GYM_MODEL`), `base_url`
-    (`OPENAI_BASE_URL`, default OpenAI's), `api_key` (`OPENAI_API_KEY`; may be empty for local
-    servers), `token_budget` (total tokens over the episode, from each response's `usage`; once
-    spent the agent submits), `max_retries` and `retry_base_s` (exponential backoff on 408/409/429/5xx
-    and connection errors, honouring Retry-After), `request_timeout_s`, `temperature`, `max_tokens`
-    (per reply), `system_prompt`, `max_text_replies` (consecutive replies without a tool call before
-    it gives up and submits).
+    Options (each falls back to the environment):
 
-    Each returned tool call is passed to the env as is (OpenAI's `{"id", "type", "function"}` form):
-    a malformed one reaches the env, which answers with an error observation, and that answer goes
-    back to the model as the call's `tool` message. When the env is wrapped in a trajectory recorder
-    (a wrapper with `annotate_next_step`), each action's token usage and model are recorded with it.
+    - `model` (`MLE_GYM_MODEL`); `provider`: `"openai"` (any OpenAI-compatible chat-completions
+      endpoint: OpenAI, vLLM, SGLang, Ollama, llama.cpp) or `"anthropic"` (the Messages API). When
+      not given: `anthropic` for a `claude-*` model or an `anthropic.com` base URL, else `openai`.
+    - `base_url` (`OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL`), `api_key` (`OPENAI_API_KEY` /
+      `ANTHROPIC_API_KEY`; may be empty for local servers).
+    - `token_budget`: total tokens over the episode (from each response's usage); once spent it submits.
+    - `max_retries`, `retry_base_s`: exponential backoff with jitter on 408/409/425/429/5xx,
+      dropped connections and timeouts, honouring Retry-After; `request_timeout_s`.
+    - `temperature`, `max_tokens` (per reply), `system_prompt`, `max_text_replies` (consecutive
+      replies without a tool call, each answered with a nudge, before it gives up and submits),
+      `thinking_budget_tokens` (Anthropic extended thinking), `send_reasoning` (send an
+      OpenAI-compatible server's `reasoning_content` back with the assistant turns; off by default,
+      since DeepSeek-style servers refuse it).
+    - Context: `context_window_tokens` (the model's window; when the conversation nears it, less
+      `max_tokens` for the reply, old tool outputs are cut down to 75% of it), `context_strategy`
+      (`"truncate"`: old outputs keep their head and tail, `truncated_observation_chars` in all;
+      `"drop"`: old outputs are replaced by a one-line note), `keep_last_turns` (the latest turns
+      kept whole). Either way, when that is not enough the oldest whole turns are dropped, and a
+      context-length error from the server always triggers the same trimming (the limit it names,
+      or the size it refused, is learned), so a long episode never ends on an overflow: at worst
+      the agent submits.
+    - `price_in_per_mtok`, `price_out_per_mtok`: USD per million prompt / completion tokens, for
+      the cost in the records (no price table is built in: prices change and servers differ).
+
+    Each returned tool call goes to the env as is (OpenAI's `{"id", "type", "function"}` form, or
+    Anthropic's `tool_use` block): a malformed one reaches the env, which answers with an error
+    observation, and that answer goes back to the model as the call's result. Parallel tool calls
+    are played one per step, in order. When the env is wrapped in a trajectory recorder, every
+    model call is recorded (`record_model_call`: the messages sent, the reply, reasoning, usage,
+    cost, retries, trimming) and each step carries its usage, model and cost.
     """
 
     name = "llm"
 
     def __init__(self, *, env: Any = None, seed: int | None = None, model: str | None = None,
-                 base_url: str | None = None, api_key: str | None = None, token_budget: int = 2_000_000,
-                 max_retries: int = 6, retry_base_s: float = 1.0, request_timeout_s: float = 600.0,
-                 temperature: float | None = None, max_tokens: int | None = None,
+                 provider: str | None = None, base_url: str | None = None, api_key: str | None = None,
+                 token_budget: int = 2_000_000, max_retries: int = 6, retry_base_s: float = 1.0,
+                 request_timeout_s: float = 600.0, temperature: float | None = None, max_tokens: int | None = None,
                  system_prompt: str = SYSTEM_PROMPT, max_text_replies: int = 3,
+                 context_window_tokens: int | None = None, context_strategy: ContextStrategy = "truncate",
+                 keep_last_turns: int = 4, truncated_observation_chars: int = 2000,
+                 price_in_per_mtok: float | None = None, price_out_per_mtok: float | None = None,
+                 thinking_budget_tokens: int | None = None, send_reasoning: bool = False,
                  tools: list[dict[str, Any]] | None = None) -> None:
         self.model = model or os.environ.get("MLE_GYM_MODEL") or ""
         if not self.model:
             raise ValueError("the llm agent needs a model: pass model=... or set MLE_GYM_MODEL")
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        self.provider = pick_provider(provider, self.model, base_url)
+        if context_strategy not in CONTEXT_STRATEGIES:
+            raise ValueError(f"context_strategy must be one of {', '.join(CONTEXT_STRATEGIES)}, got {context_strategy!r}")
+        env_prefix = "ANTHROPIC" if self.provider == "anthropic" else "OPENAI"
+        default_url = None if self.provider == "anthropic" else DEFAULT_BASE_URL
+        url = base_url or os.environ.get(f"{env_prefix}_BASE_URL") or default_url
+        self.base_url = url.rstrip("/") if url else None
+        self.api_key = api_key if api_key is not None else os.environ.get(f"{env_prefix}_API_KEY", "")
         self.token_budget = int(token_budget)
         self.max_retries = max_retries
         self.retry_base_s = retry_base_s
@@ -69,6 +111,14 @@ class LLMAgent:
         self.max_tokens = max_tokens
         self.system_prompt = system_prompt
         self.max_text_replies = max_text_replies
+        self.context_window_tokens = context_window_tokens
+        self.context_strategy = context_strategy
+        self.keep_last_turns = max(1, int(keep_last_turns))
+        self.truncated_observation_chars = max(200, int(truncated_observation_chars))
+        self.price_in_per_mtok = price_in_per_mtok
+        self.price_out_per_mtok = price_out_per_mtok
+        self.thinking_budget_tokens = thinking_budget_tokens
+        self.send_reasoning = send_reasoning
         self.seed = seed
         self._env = env
         if tools is None:
@@ -76,123 +126,361 @@ class LLMAgent:
         if not tools:
             raise ValueError("the llm agent needs the env's tool schemas: pass env=... (or tools=...)")
         self.tools = tools
+        self._client: OpenAIChatClient | AnthropicClient | None = None
         self._recorder = _find_recorder(env)
+        if self._recorder is not None and callable(getattr(self._recorder, "set_agent_info", None)):
+            self._recorder.set_agent_info(self.describe())
         self._rng = random.Random(seed)
         self.messages: list[dict[str, Any]] = []
-        self.tokens_used = 0
-        self.requests = 0
+        self.cost_usd: float | None = None
         self._queue: deque[dict[str, Any]] = deque()
         self._open_call: str | None = None  # id of the tool call whose observation comes next
+        self._reset_counters()
+
+    # -- public --------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """Model and options, as the trajectory header and the results row record them (no key)."""
+        return {"agent": self.name, "provider": self.provider, "model": self.model, "base_url": self.base_url,
+                "options": {"temperature": self.temperature, "max_tokens": self.max_tokens,
+                            "token_budget": self.token_budget, "max_text_replies": self.max_text_replies,
+                            "context_window_tokens": self.context_window_tokens,
+                            "context_strategy": self.context_strategy, "keep_last_turns": self.keep_last_turns,
+                            "truncated_observation_chars": self.truncated_observation_chars,
+                            "thinking_budget_tokens": self.thinking_budget_tokens,
+                            "send_reasoning": self.send_reasoning, "seed": self.seed},
+                "price_in_per_mtok": self.price_in_per_mtok, "price_out_per_mtok": self.price_out_per_mtok,
+                "system_prompt": self.system_prompt}
+
+    def usage_summary(self) -> dict[str, Any]:
+        """Tokens, calls and cost of the episode so far (the runner puts this in the results row)."""
+        return {"model": self.model, "provider": self.provider, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "total_tokens": self.tokens_used,
+                "model_calls": self.model_calls, "requests": self.requests, "context_trims": self.context_trims,
+                "cost_usd": self.cost_usd}
+
+    def cost_of(self, usage: dict[str, int]) -> float | None:
+        if self.price_in_per_mtok is None and self.price_out_per_mtok is None:
+            return None
+        return (usage.get("prompt_tokens", 0) * (self.price_in_per_mtok or 0.0)
+                + usage.get("completion_tokens", 0) * (self.price_out_per_mtok or 0.0)) / 1e6
 
     # -- agent protocol ------------------------------------------------------------------
     def reset(self, prompt: str, info: dict[str, Any]) -> None:
-        self.messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": prompt}]
-        self.tokens_used = 0
-        self.requests = 0
-        self._queue.clear()
-        self._open_call = None
+        self.messages = [{"role": "user", "content": prompt}]
+        self._reset_counters()
 
     def act(self, observation: str, info: dict[str, Any]) -> Action:
+        client = self._get_client()
         if self._open_call is not None:
-            self.messages.append({"role": "tool", "tool_call_id": self._open_call, "content": observation})
+            client.tool_result(self.messages, self._open_call, observation)
             self._open_call = None
         if info.get("steps_left", 2) <= 1:
-            return self._emit(submit_action(), usage=None)
+            return self._emit(submit_action(), None)
         if not self._queue:
-            usage = self._ask_for_tool_calls()
-            if not self._queue:  # budget spent or the model stopped calling tools
-                return self._emit(submit_action(), usage=usage)
+            replies = self._ask_for_tool_calls()
+            if not self._queue:  # budget spent, context exhausted, or the model stopped calling tools
+                return self._emit(submit_action(), replies)
             first = True
         else:
-            usage, first = None, False
+            replies, first = [], False
         call = self._queue.popleft()
         self._open_call = call.get("id") or None
-        return self._emit(call, usage=usage if first else None)
+        return self._emit(call, replies if first else None)
 
     # -- model calls ---------------------------------------------------------------------
-    def _ask_for_tool_calls(self) -> dict[str, Any] | None:
-        """Query the model until it returns tool calls; queue them. Returns the summed usage."""
-        total: dict[str, int] = {}
+    def _reset_counters(self) -> None:
+        self.tokens_used = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cost_usd = 0.0 if self.cost_of({}) is not None else None
+        self.requests = 0
+        self.model_calls = 0
+        self.context_trims = 0
+        self._tokens_per_char = 0.25  # learned from each reply's prompt_tokens
+        self._queue = deque()
+        self._open_call = None
+
+    def _get_client(self) -> OpenAIChatClient | AnthropicClient:
+        if self._client is None:
+            if self.provider == "anthropic":
+                self._client = AnthropicClient(base_url=self.base_url, api_key=self.api_key,
+                                               timeout_s=self.request_timeout_s,
+                                               thinking_budget_tokens=self.thinking_budget_tokens)
+            else:
+                assert self.base_url is not None
+                self._client = OpenAIChatClient(base_url=self.base_url, api_key=self.api_key,
+                                                timeout_s=self.request_timeout_s)
+        return self._client
+
+    def _ask_for_tool_calls(self) -> list[tuple[int | None, ModelReply]]:
+        """Query the model until it returns tool calls; queue them. Returns the replies (with record indices)."""
+        client = self._get_client()
+        replies: list[tuple[int | None, ModelReply]] = []
         for _ in range(self.max_text_replies):
             if self.tokens_used >= self.token_budget:
                 log.info("token budget of %d spent (%d used): submitting", self.token_budget, self.tokens_used)
                 break
-            reply = self._complete()
-            usage = reply.get("usage") or {}
-            for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-                if isinstance(usage.get(key), int):
-                    total[key] = total.get(key, 0) + usage[key]
-            self.tokens_used += int(usage.get("total_tokens") or 0)
-            choices = reply.get("choices") or []
-            if not choices:
-                raise ChatCompletionError(f"{self.base_url}/chat/completions returned no choices: {str(reply)[:300]}")
-            message = choices[0].get("message") or {}
-            calls = [c for c in (message.get("tool_calls") or []) if isinstance(c, dict)]
-            kept: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-            if calls:
-                for i, call in enumerate(calls):  # every call needs an id to pair with its tool message
-                    call.setdefault("id", f"call_{self.requests}_{i}")
-                    call.setdefault("type", "function")
-                kept["tool_calls"] = calls
-                self.messages.append(kept)
-                self._queue.extend(calls)
+            got = self._call_model()
+            if got is None:
                 break
-            self.messages.append(kept)
-            self.messages.append({"role": "user", "content": _NUDGE})
-        return total or None
+            replies.append(got)
+            reply = got[1]
+            self.messages.append(self._history_message(reply))
+            if reply.tool_calls:
+                self._queue.extend(reply.tool_calls)
+                break
+            client.user_text(self.messages, _NUDGE)
+        return replies
 
-    def _complete(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": self.messages, "tools": self.tools,
-                                "tool_choice": "auto"}
+    def _history_message(self, reply: ModelReply) -> dict[str, Any]:
+        message = copy.deepcopy(reply.message)
+        if self.send_reasoning and self.provider == "openai" and reply.reasoning:
+            message["reasoning_content"] = reply.reasoning
+        return message
+
+    def _params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.model}
         if self.temperature is not None:
-            body["temperature"] = self.temperature
+            params["temperature"] = self.temperature
         if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
+            params["max_tokens"] = self.max_tokens
         if self.seed is not None:
-            body["seed"] = self.seed
-        data = json.dumps(body).encode()
-        url = f"{self.base_url}/chat/completions"
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        for attempt in range(self.max_retries + 1):
-            self.requests += 1
-            wait: float | None = None
-            try:
-                request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-                with urllib.request.urlopen(request, timeout=self.request_timeout_s) as response:
-                    return json.loads(response.read().decode("utf-8"))
-            except urllib.error.HTTPError as exc:
-                detail = exc.read().decode("utf-8", "replace")[:500]
-                if exc.code not in _TRANSIENT_HTTP and exc.code < 500:
-                    raise ChatCompletionError(f"{url} answered HTTP {exc.code}: {detail}") from None
-                problem = f"HTTP {exc.code}: {detail}"
-                wait = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
-            except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-            except json.JSONDecodeError as exc:
-                problem = f"the reply is not JSON ({exc})"
-            if attempt == self.max_retries:
-                raise ChatCompletionError(f"{url} failed {attempt + 1} times; last: {problem}. "
-                                          "Check OPENAI_BASE_URL, the key and the server.")
-            delay = wait if wait is not None else self.retry_base_s * 2 ** attempt * (0.5 + self._rng.random())
-            log.warning("chat completion failed (%s); retry %d/%d in %.1fs", problem, attempt + 1, self.max_retries, delay)
-            time.sleep(delay)
-        raise AssertionError("unreachable")
+            params["seed"] = self.seed
+        return params
 
-    # -- trajectory --------------------------------------------------------------------------
-    def _emit(self, action: Action, *, usage: dict[str, Any] | None) -> Action:
+    def _call_model(self) -> tuple[int | None, ModelReply] | None:
+        """One model call: trim when near the window, retry transient errors, trim on overflow.
+
+        Returns (record index, reply), or None when the conversation cannot be made to fit.
+        Raises ModelCallError for a fatal error or when the retries run out.
+        """
+        client = self._get_client()
+        trims: list[dict[str, Any]] = []
+        budget = self._prompt_budget()
+        if budget is not None and self._estimate() > budget:
+            trims.append(self._trim(int(budget * 0.75), reason="near the context window"))
+        errors: list[str] = []
+        attempt = 0
+        context_errors = 0
+        while True:
+            wire = client.wire_messages(self.system_prompt, self.messages)
+            sent = copy.deepcopy(wire)
+            chars = self._chars(wire)
+            self.requests += 1
+            t0 = time.perf_counter()
+            try:
+                reply = client.complete(system=self.system_prompt, messages=self.messages, tools=self.tools,
+                                        params=self._params())
+                break
+            except ContextLengthError as exc:
+                context_errors += 1
+                errors.append(str(exc)[:300])
+                estimate = self._estimate()
+                # The limit the server named, else what was just refused: later calls trim before sending.
+                limit = exc.limit_tokens or max(estimate, 1)
+                self.context_window_tokens = min(self.context_window_tokens or limit, limit)
+                budget = self._prompt_budget()
+                target = int(min(estimate * 0.7, budget * 0.75 if budget else estimate))
+                trim = self._trim(target, reason="the server's context-length error")
+                trims.append(trim)
+                if not trim["changed"] or context_errors > _MAX_CONTEXT_RETRIES:
+                    log.warning("the conversation cannot be made to fit the context window (%s); submitting", exc)
+                    self._record(sent, None, errors=errors, trims=trims, duration_s=time.perf_counter() - t0,
+                                 outcome="context_exhausted")
+                    return None
+                log.info("context-length error (%s): trimmed to ~%d tokens, asking again", exc, target)
+            except TransientModelError as exc:
+                errors.append(str(exc)[:300])
+                if attempt >= self.max_retries:
+                    raise ModelCallError(f"{client.where} failed {attempt + 1} times; last: {exc}. "
+                                         "Check the base URL, the key and the server.") from None
+                delay = exc.retry_after_s
+                if delay is None:
+                    delay = self.retry_base_s * 2 ** attempt * (0.5 + self._rng.random())
+                attempt += 1
+                log.warning("model call failed (%s); retry %d/%d in %.1fs", exc, attempt, self.max_retries, delay)
+                _sleep(delay)
+        duration = time.perf_counter() - t0
+        self.model_calls += 1
+        usage = reply.usage
+        self.tokens_used += usage["total_tokens"]
+        self.prompt_tokens += usage["prompt_tokens"]
+        self.completion_tokens += usage["completion_tokens"]
+        cost = self.cost_of(usage)
+        if cost is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + cost
+        if usage["prompt_tokens"] > 0 and chars > 0:
+            self._tokens_per_char = usage["prompt_tokens"] / chars
+        index = self._record(sent, reply, errors=errors, trims=trims, duration_s=duration, outcome="ok", cost=cost)
+        return index, reply
+
+    # -- context management --------------------------------------------------------------
+    def _prompt_budget(self) -> int | None:
+        if not self.context_window_tokens:
+            return None
+        reserve = self.max_tokens or min(4096, self.context_window_tokens // 4)
+        return max(self.context_window_tokens - reserve, 1)
+
+    def _chars(self, wire: list[dict[str, Any]]) -> int:
+        return len(json.dumps(wire, ensure_ascii=False)) + len(self.system_prompt) + self._tools_chars()
+
+    def _tools_chars(self) -> int:
+        if not hasattr(self, "_tools_chars_cache"):
+            self._tools_chars_cache = len(json.dumps(self.tools))
+        return self._tools_chars_cache
+
+    def _estimate(self) -> int:
+        wire = self._get_client().wire_messages(self.system_prompt, self.messages)
+        return int(self._chars(wire) * self._tokens_per_char)
+
+    def _observations(self, start: int, stop: int) -> list[tuple[dict[str, Any], str]]:
+        """(holder, key) of every tool output in messages[start:stop], oldest first."""
+        found = []
+        for m in self.messages[start:stop]:
+            if m.get("role") == "tool" and isinstance(m.get("content"), str):
+                found.append((m, "content"))
+            elif m.get("role") == "user" and isinstance(m.get("content"), list):
+                found += [(b, "content") for b in m["content"]
+                          if b.get("type") == "tool_result" and isinstance(b.get("content"), str)]
+        return found
+
+    def _turn_starts(self) -> list[int]:
+        return [i for i, m in enumerate(self.messages) if m.get("role") == "assistant"]
+
+    def _trim(self, target_tokens: int, *, reason: str) -> dict[str, Any]:
+        """Shrink the conversation to about `target_tokens`; the task prompt (messages[0]) is never touched.
+
+        Stages, each only while over the target: cut old outputs (head and tail, strategy
+        "truncate"); replace them by a note; drop the oldest whole turns (a note says how many);
+        then protect fewer recent turns, down to the latest, whose outputs are cut last.
+        """
+        before = self._estimate()
+        elided = clipped = dropped = 0
+        keep = self.keep_last_turns
+        while self._estimate() > target_tokens:
+            starts = self._turn_starts()
+            protect_from = starts[-keep] if len(starts) >= keep else (starts[0] if starts else len(self.messages))
+            old = self._observations(1, protect_from)
+            if self.context_strategy == "truncate":
+                clipped += self._clip_outputs(old, target_tokens)
+            if self._estimate() > target_tokens:
+                elided += self._elide_outputs(old, target_tokens)
+            if self._estimate() > target_tokens:
+                dropped += self._drop_turns(protect_from, target_tokens)
+            if self._estimate() <= target_tokens:
+                break
+            if keep > 1:
+                keep -= 1
+                continue
+            # Only the latest turn is left (dropping shifted the indices): cut its outputs too, then give up.
+            starts = self._turn_starts()
+            latest = self._observations(starts[-1] if starts else 1, len(self.messages))
+            clipped += self._clip_outputs(latest, target_tokens)
+            if self._estimate() > target_tokens:
+                elided += self._elide_outputs(latest, target_tokens)
+            break
+        changed = bool(elided or clipped or dropped)
+        if changed:
+            self.context_trims += 1
+        after = self._estimate()
+        log.info("context trimmed (%s): ~%d -> ~%d tokens (target %d); %d output(s) cut, %d elided, %d turn(s) dropped",
+                 reason, before, after, target_tokens, clipped, elided, dropped)
+        return {"reason": reason, "target_tokens": target_tokens, "estimated_tokens_before": before,
+                "estimated_tokens_after": after, "clipped": clipped, "elided": elided, "dropped_turns": dropped,
+                "changed": changed}
+
+    def _clip_outputs(self, holders: list[tuple[dict[str, Any], str]], target: int) -> int:
+        n, half = 0, self.truncated_observation_chars // 2
+        for holder, key in holders:
+            text = holder[key]
+            if len(text) <= self.truncated_observation_chars + 200 or "elided to fit the context window" in text:
+                continue
+            holder[key] = text[:half] + _CLIPPED.format(n=len(text) - 2 * half) + text[-half:]
+            n += 1
+            if self._estimate() <= target:
+                break
+        return n
+
+    def _elide_outputs(self, holders: list[tuple[dict[str, Any], str]], target: int) -> int:
+        n = 0
+        for holder, key in holders:
+            text = holder[key]
+            if text.startswith("[output elided") or len(text) < 120:
+                continue
+            holder[key] = _ELIDED.format(n=len(text))
+            n += 1
+            if self._estimate() <= target:
+                break
+        return n
+
+    def _drop_turns(self, protect_from: int, target: int) -> int:
+        """Drop whole turns (an assistant message and what answered it) after the prompt, oldest first."""
+        note_at = 1 if len(self.messages) > 1 and _is_drop_note(self.messages[1]) else None
+        earlier = int(self.messages[1]["content"].split()[0][1:]) if note_at else 0
+        first = 2 if note_at else 1
+        starts = [i for i in self._turn_starts() if first <= i < protect_from]
+        if not starts:
+            return 0
+        n = 0
+        cut_to = first
+        for k, start in enumerate(starts):
+            end = starts[k + 1] if k + 1 < len(starts) else protect_from
+            cut_to, n = end, n + 1
+            removed = sum(len(json.dumps(m, ensure_ascii=False)) for m in self.messages[first:cut_to])
+            if (self._estimate() - removed * self._tokens_per_char) <= target:
+                break
+        del self.messages[first:cut_to]
+        note = {"role": "user", "content": _DROPPED.format(n=earlier + n)}
+        if note_at:
+            self.messages[1] = note
+        else:
+            self.messages.insert(1, note)
+        return n
+
+    # -- records ---------------------------------------------------------------------------
+    def _record(self, sent: list[dict[str, Any]], reply: ModelReply | None, *, errors: list[str],
+                trims: list[dict[str, Any]], duration_s: float, outcome: str, cost: float | None = None) -> int | None:
+        recorder = self._recorder
+        if recorder is None or not callable(getattr(recorder, "record_model_call", None)):
+            return None
+        data: dict[str, Any] = {
+            "api": self._get_client().api, "provider": self.provider, "model": self.model,
+            "params": {k: v for k, v in self._params().items() if k != "model"},
+            "system": self.system_prompt, "messages": sent, "outcome": outcome,
+            "duration_s": round(duration_s, 4), "errors": errors,
+            "context_trims": [t for t in trims if t["changed"]],
+            "agent_info": self.describe(),
+        }
+        if reply is not None:
+            data.update(response={"message": reply.message, "text": reply.text, "reasoning": reply.reasoning,
+                                  "tool_calls": reply.tool_calls, "finish_reason": reply.finish_reason,
+                                  "id": reply.response_id},
+                        usage=reply.usage, raw_usage=reply.raw_usage, cost_usd=cost)
+        return recorder.record_model_call(data)
+
+    def _emit(self, action: Action, replies: list[tuple[int | None, ModelReply]] | None) -> Action:
         if self._recorder is not None:
-            self._recorder.annotate_next_step({"usage": usage or {"prompt_tokens": 0, "completion_tokens": 0,
-                                                                  "total_tokens": 0}, "model": self.model})
+            usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+            cost: float | None = 0.0 if self.cost_usd is not None else None
+            for _, reply in replies or []:
+                for key in usage:
+                    usage[key] += reply.usage.get(key, 0)
+                c = self.cost_of(reply.usage)
+                if c is not None:
+                    cost = (cost or 0.0) + c
+            note: dict[str, Any] = {"usage": usage, "model": self.model, "provider": self.provider,
+                                    "cost_usd": cost, "tokens_used": self.tokens_used, "cost_usd_total": self.cost_usd,
+                                    "model_calls": [i for i, _ in replies or [] if i is not None]}
+            if replies and replies[-1][1].text:
+                note["message"] = {"role": "assistant", "content": replies[-1][1].text}
+            self._recorder.annotate_next_step(note)
         return action
 
 
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(float(value), 0.0) if value else None
-    except ValueError:
-        return None
+def _is_drop_note(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return (message.get("role") == "user" and isinstance(content, str) and content.startswith("[")
+            and content.endswith("dropped to fit the context window]"))
 
 
 def _find_recorder(env: Any) -> Any:
@@ -204,3 +492,4 @@ def _find_recorder(env: Any) -> Any:
         env = env.__dict__.get("env") if hasattr(env, "__dict__") else None
         seen += 1
     return None
+

@@ -79,6 +79,10 @@ class EpisodeRecord(BaseModel):
     error: str | None = Field(default=None, description="why the episode crashed or was aborted")
     data: str | None = None
     sandbox: str | None = None
+    usage: dict[str, Any] | None = Field(
+        default=None, description="the agent's model usage over the episode (prompt_tokens, completion_tokens, "
+                                  "total_tokens, model_calls, ...), when it reports one (usage_summary())")
+    cost_usd: float | None = Field(default=None, description="the episode's model cost, when the agent was given prices")
 
     def model_post_init(self, __context: Any) -> None:
         # Records written before `status` existed mark a crash only by `error`.
@@ -145,6 +149,10 @@ class Summary(BaseModel):
     score: Stat | None = Field(default=None, description="mean raw score over seeds (one competition only)")
     any_medal_ci: Interval | None = None
     sample_data: bool = False
+    total_tokens: int | None = Field(default=None, description="model tokens over the episodes that report usage")
+    tokens_per_episode: float | None = None
+    total_cost_usd: float | None = Field(default=None, description="model cost over the episodes that report one")
+    cost_per_episode_usd: float | None = None
 
 
 class RunReport(BaseModel):
@@ -223,7 +231,13 @@ def _summarize(records: Sequence[EpisodeRecord], *, with_score: bool) -> Summary
     crashed = sum(r.status == "crashed" for r in records)
     aborted = sum(r.status == "aborted" for r in records)
     medals = int(sum(_flag(r, "any_medal") for r in records))
-    return Summary(episodes=len(records), errors=crashed + aborted, crashed=crashed, aborted=aborted,
+    with_usage = [r for r in records if r.usage and isinstance(r.usage.get("total_tokens"), (int, float))]
+    with_cost = [r for r in records if r.cost_usd is not None]
+    tokens = int(sum(r.usage["total_tokens"] for r in with_usage)) if with_usage else None  # type: ignore[index]
+    cost = sum(r.cost_usd for r in with_cost) if with_cost else None  # type: ignore[misc]
+    return Summary(
+        total_tokens=tokens, tokens_per_episode=tokens / len(with_usage) if tokens is not None else None,
+        total_cost_usd=cost, cost_per_episode_usd=cost / len(with_cost) if cost is not None else None,episodes=len(records), errors=crashed + aborted, crashed=crashed, aborted=aborted,
                    competitions=len({r.competition for r in records}), seeds=seeds, rates=rates, score=score,
                    any_medal_ci=wilson_interval(medals, len(records)),
                    sample_data=any(r.sample_data for r in records))
@@ -350,6 +364,14 @@ def _ci(summary: Summary) -> str:
     return "-" if ci is None else f"{100 * ci.low:.1f}–{100 * ci.high:.1f}"
 
 
+def _tokens(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _cost(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
 def _title(report: RunReport) -> str:
     return identity_label(report.identity) if report.identity else f"{report.agent}"
 
@@ -362,6 +384,10 @@ def _tables(report: RunReport) -> list[tuple[str, list[str], list[list[str]]]]:
             for c, s in report.competitions.items()]
     o = report.overall
     rows.append(["all", str(len(o.seeds)), str(o.errors), "", *(_pct(o.rates[m]) for m in METRICS)])
+    if o.total_tokens is not None or o.total_cost_usd is not None:
+        head += ["tokens/episode", "cost/episode $"]
+        for row, s in zip(rows, [*report.competitions.values(), o]):
+            row += [_tokens(s.tokens_per_episode), _cost(s.cost_per_episode_usd)]
     split_head = ["split", "competitions", "episodes", "errors", "any medal 95% CI (Wilson)",
                   *(METRIC_LABELS[m] + " %" for m in METRICS)]
     split_rows = [[SPLIT_LABELS.get(name, name.capitalize()), str(s.competitions), str(s.episodes), str(s.errors),
@@ -378,6 +404,12 @@ def _footer(report: RunReport) -> list[str]:
         ci = report.overall.any_medal_ci
         lines.append(f"any medal: {ci.successes}/{ci.trials} episodes, 95% Wilson interval "
                      f"{100 * ci.low:.1f}–{100 * ci.high:.1f}%")
+    o = report.overall
+    if o.total_tokens is not None:
+        lines.append(f"model tokens: {o.total_tokens:,} in all, {_tokens(o.tokens_per_episode)} per episode"
+                     + (f"; cost ${o.total_cost_usd:.4f} in all, ${o.cost_per_episode_usd:.4f} per episode"
+                        if o.total_cost_usd is not None and o.cost_per_episode_usd is not None else
+                        "; cost unknown (give the agent price_in_per_mtok / price_out_per_mtok)"))
     if report.duplicates_dropped:
         lines.append(f"{report.duplicates_dropped} duplicate episode record(s) dropped as asked")
     lines += [f"{p}" for p in report.problems]

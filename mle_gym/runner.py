@@ -182,6 +182,16 @@ def check_data(competitions: Sequence[str], env_options: dict[str, Any]) -> None
         raise RunConfigError("; and ".join(problems) + " (no episode was started)")
 
 
+def _usage_of(agent: Agent | None) -> dict[str, Any]:
+    """`usage` and `cost_usd` for the results row, from an agent that reports them (`usage_summary()`)."""
+    summary = getattr(agent, "usage_summary", None) if agent is not None else None
+    if not callable(summary):
+        return {}
+    usage = dict(summary() or {})
+    cost = usage.get("cost_usd")
+    return {"usage": usage, "cost_usd": float(cost) if isinstance(cost, (int, float)) else None}
+
+
 def _model_of(agent: Agent, agent_options: dict[str, Any]) -> str | None:
     model = getattr(agent, "model", None) or agent_options.get("model")
     return str(model) if model else None
@@ -226,7 +236,8 @@ def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[s
         path = getattr(env, "trajectory_path", None) if record else None
         return base.model_copy(update=dict(
             model=_model_of(player, agent_options), grade=outcome.grade, reward=outcome.reward, steps=outcome.steps,
-            duration_s=round(time.monotonic() - started, 2), trajectory=str(path) if path else None))
+            duration_s=round(time.monotonic() - started, 2), trajectory=str(path) if path else None,
+            **_usage_of(player)))
     except Exception as exc:  # policy: every started episode is recorded; the traceback goes to the log
         aborted = isinstance(exc, EpisodeAbortedError)
         if not aborted:
@@ -244,7 +255,7 @@ def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[s
             model=_model_of(player, agent_options) if player is not None else base.model,
             status="aborted" if aborted else "crashed", grade=grade, graded_on_disk=grade is not None,
             reward=None, steps=steps, duration_s=round(time.monotonic() - started, 2),
-            trajectory=str(path) if path else None, error=reason))
+            trajectory=str(path) if path else None, error=reason, **_usage_of(player)))
     finally:
         if env is not None:
             env.close()
@@ -448,8 +459,12 @@ class Progress:
             self._errors += rec.status == "crashed"
             self._aborted += rec.status == "aborted"
             self._medals += bool((rec.grade or {}).get("any_medal"))
+            spent = ""
+            if rec.usage and rec.usage.get("total_tokens") is not None:
+                spent = f", {rec.usage['total_tokens']:,} tokens"
+                spent += f", ${rec.cost_usd:.4f}" if rec.cost_usd is not None else ""
             self._line(f"[{self._done}/{self.total}] {'✗' if rec.status != 'finished' else '✓'} {key}: {_outcome(rec)} "
-                       f"({rec.steps} steps, {rec.duration_s:.1f}s)")
+                       f"({rec.steps} steps, {rec.duration_s:.1f}s{spent})")
             self._redraw()
 
     def close(self) -> None:

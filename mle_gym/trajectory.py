@@ -7,6 +7,10 @@ One file per episode, one JSON object per line:
 - one `StepRecord` per `step()` (the action as sent, the parsed call or the parse error, the
   observation, info, reward, end flags, the wrapper's own timings, the budgets left, and
   whatever the agent attached with `annotate_next_step`);
+- a `ModelCallRecord` per model call of an agent that reports them (`record_model_call`): the
+  messages it sent, as a delta against the previous call (`messages_prefix` messages kept, then
+  `messages_delta`; `model_call_messages` rebuilds every full list), the system prompt, the reply
+  (text, reasoning, tool calls as one assistant turn), usage, cost, retries and context trimming;
 - a closing `EndRecord` (grade report, total reward, number of steps, why it ended).
 
 Every line is flushed as it is written (and the file fsynced when the episode ends), so a
@@ -38,8 +42,9 @@ from mle_gym.tools.parse import MAX_ACTION_CHARS, safe_repr
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-"""Bumped when a record changes incompatibly; the reader refuses versions newer than this."""
+SCHEMA_VERSION = 2
+"""Bumped when a record changes incompatibly; the reader refuses versions newer than this.
+2: `model_call` records and the header's `agent`."""
 
 EndReason = Literal["terminated", "truncated", "closed", "reset", "error"]
 _BUDGET_KEYS = ("step", "steps_left", "time_left_s")
@@ -77,6 +82,8 @@ class TrajectoryHeader(_Record):
     prompt: str = ""
     reset_info: dict[str, Any] = Field(default_factory=dict)
     tools: list[dict[str, Any]] = Field(default_factory=list, description="the tool schemas, OpenAI form")
+    agent: dict[str, Any] | None = Field(default=None, description="what the agent said of itself "
+                                         "(set_agent_info): model, provider, options, prices")
 
 
 class StepRecord(_Record):
@@ -98,6 +105,41 @@ class StepRecord(_Record):
     duration_s: float
     budgets: dict[str, Any] = Field(default_factory=dict)
     agent: dict[str, Any] | None = Field(default=None, description="what the agent attached, e.g. token usage")
+
+
+class ModelCallRecord(_Record):
+    """One model call of the agent, exactly as sent and received.
+
+    The messages sent are stored as a delta: the first `messages_prefix` messages of the previous
+    call's list, then `messages_delta` (the whole list for the first call, or after context trimming
+    changed old messages). `n_messages` checks the rebuild. `system` is the system prompt (for the
+    OpenAI chat API it is also the first message).
+    """
+
+    kind: Literal["model_call"] = "model_call"
+    index: int = Field(ge=1, description="1-based count of model calls in the episode")
+    before_step: int = Field(ge=1, description="the step whose action this call's reply produced (or preceded)")
+    api: str | None = Field(default=None, description="openai-chat | anthropic-messages")
+    provider: str | None = None
+    model: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict, description="temperature, max_tokens, seed, ...")
+    system: str | None = Field(default=None, description="the system prompt; on disk only when it changed "
+                               "since the previous call, carried forward by load_trajectory")
+    messages_prefix: int = Field(ge=0)
+    messages_delta: list[Any] = Field(default_factory=list)
+    n_messages: int = Field(ge=0)
+    response: dict[str, Any] | None = Field(default=None, description="message (as the API takes it back), text, "
+                                            "reasoning, tool_calls, finish_reason, id; None when no reply came")
+    usage: dict[str, Any] | None = None
+    raw_usage: dict[str, Any] | None = None
+    cost_usd: float | None = None
+    outcome: str = "ok"
+    errors: list[str] = Field(default_factory=list, description="the failed attempts before this one")
+    context_trims: list[dict[str, Any]] = Field(default_factory=list)
+    duration_s: float | None = None
+    agent_info: dict[str, Any] | None = Field(default=None, description="the agent's self-description, when it "
+                                              "differs from the header's and the previous call's")
+    recorded_at: str
 
 
 class EndRecord(_Record):
@@ -125,6 +167,7 @@ class Trajectory:
     end: EndRecord | None
     complete: bool
     torn_last_line: bool = False
+    model_calls: list[ModelCallRecord] = dataclasses.field(default_factory=list)
 
     @property
     def total_reward(self) -> float:
@@ -295,6 +338,11 @@ class TrajectoryRecorder(gym.Wrapper):
         self._episode_started = 0.0
         self._last_info: dict[str, Any] = {}
         self._recorder_closed = False
+        self._agent_info: dict[str, Any] | None = None
+        self._n_model_calls = 0
+        self._last_sent: list[Any] = []
+        self._last_system: str | None = None
+        self._last_agent_info: Any = None
 
     # -- public ------------------------------------------------------------------------
     @property
@@ -313,6 +361,48 @@ class TrajectoryRecorder(gym.Wrapper):
         merged = dict(self._pending_agent or {})
         merged.update(to_jsonable(dict(data)))
         self._pending_agent = merged
+
+    def set_agent_info(self, info: Mapping[str, Any]) -> None:
+        """What the agent says of itself (model, provider, options, prices): the next header's `agent`."""
+        self._agent_info = to_jsonable(dict(info))
+
+    def record_model_call(self, data: Mapping[str, Any]) -> int | None:
+        """Write one model call now, as a `ModelCallRecord`; returns its index (None outside an episode).
+
+        `data["messages"]` is the full list the agent sent; it is stored as a delta against the
+        previous call's. Other keys are the record's fields (`api`, `model`, `system`, `response`,
+        `usage`, `cost_usd`, ...). Written and flushed at once, so calls made before a crash are kept.
+        """
+        if self._file is None:
+            return None
+        fields = to_jsonable(dict(data))
+        sent = fields.pop("messages", None) or []
+        prev = self._last_sent
+        prefix = 0
+        for a, b in zip(prev, sent):
+            if a != b:
+                break
+            prefix += 1
+        # The system prompt and the agent's self-description rarely change: written when they do
+        # (the reader carries `system` forward), so a long episode does not repeat them per call.
+        system, agent_info = fields.get("system"), fields.get("agent_info")
+        if system is not None and system == self._last_system:
+            fields["system"] = None
+        if agent_info is not None and agent_info in (self._last_agent_info, self._agent_info):
+            fields["agent_info"] = None
+        self._n_model_calls += 1
+        known = set(ModelCallRecord.model_fields)
+        record = ModelCallRecord(
+            index=self._n_model_calls, before_step=self._n_steps + 1, messages_prefix=prefix,
+            messages_delta=sent[prefix:], n_messages=len(sent), recorded_at=_utc_now(),
+            **{k: v for k, v in fields.items() if k in known and k not in
+               ("kind", "index", "before_step", "messages_prefix", "messages_delta", "n_messages", "recorded_at")},
+            **{k: v for k, v in fields.items() if k not in known})
+        self._write(record)
+        self._last_sent = sent
+        self._last_system = system if system is not None else self._last_system
+        self._last_agent_info = agent_info if agent_info is not None else self._last_agent_info
+        return record.index
 
     # -- Gymnasium API -----------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
@@ -412,6 +502,7 @@ class TrajectoryRecorder(gym.Wrapper):
             prompt=obs if isinstance(obs, str) else str(to_jsonable(obs)),
             reset_info=to_jsonable(info),
             tools=to_jsonable(getattr(unwrapped, "tools", []) or []),
+            agent=self._agent_info,
         )
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -424,6 +515,10 @@ class TrajectoryRecorder(gym.Wrapper):
             ) from exc
         self._path = path
         self._n_steps = 0
+        self._n_model_calls = 0
+        self._last_sent = []
+        self._last_system = None
+        self._last_agent_info = None
         self._total_reward = 0.0
         self._last_info = info
         self._episode_started = time.monotonic()
@@ -500,6 +595,7 @@ def load_trajectory(path: Path | str) -> Trajectory:
         lines.pop()
     header: TrajectoryHeader | None = None
     steps: list[StepRecord] = []
+    calls: list[ModelCallRecord] = []
     end: EndRecord | None = None
     torn = False
     for lineno, line in enumerate(lines, start=1):
@@ -543,15 +639,41 @@ def load_trajectory(path: Path | str) -> Trajectory:
                 if step.index != expected:
                     raise TrajectoryError(f"{path}, line {lineno}: step index {step.index}, expected {expected}")
                 steps.append(step)
+            elif kind == "model_call":
+                call = ModelCallRecord.model_validate(data)
+                expected = calls[-1].index + 1 if calls else 1
+                if call.index != expected:
+                    raise TrajectoryError(f"{path}, line {lineno}: model call index {call.index}, expected {expected}")
+                previous = calls[-1].n_messages if calls else 0
+                if call.messages_prefix > previous or call.messages_prefix + len(call.messages_delta) != call.n_messages:
+                    raise TrajectoryError(
+                        f"{path}, line {lineno}: model call {call.index} keeps {call.messages_prefix} of "
+                        f"{previous} earlier messages and adds {len(call.messages_delta)}, but says it sent "
+                        f"{call.n_messages}")
+                if call.system is None and calls:
+                    call.system = calls[-1].system  # written only when it changed
+                calls.append(call)
             elif kind == "end":
                 end = EndRecord.model_validate(data)
             else:
                 raise TrajectoryError(
-                    f"{path}, line {lineno}: unknown record kind {kind!r}; expected 'header', 'step' or 'end'"
+                    f"{path}, line {lineno}: unknown record kind {kind!r}; expected 'header', 'step', "
+                    "'model_call' or 'end'"
                 )
         except ValidationError as exc:
             raise TrajectoryError(f"{path}, line {lineno}: bad {kind} record: {_first_error(exc)}") from None
     if header is None:
         raise TrajectoryError(f"{path}: the file is empty; expected a header record on line 1")
     return Trajectory(path=path, header=header, steps=steps, end=end, complete=end is not None and not torn,
-                      torn_last_line=torn)
+                      torn_last_line=torn, model_calls=calls)
+
+
+def model_call_messages(calls: list[ModelCallRecord]) -> list[list[Any]]:
+    """The full message list each model call sent, rebuilt from the deltas."""
+    out: list[list[Any]] = []
+    previous: list[Any] = []
+    for call in calls:
+        sent = previous[: call.messages_prefix] + list(call.messages_delta)
+        out.append(sent)
+        previous = sent
+    return out

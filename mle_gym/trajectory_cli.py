@@ -39,6 +39,28 @@ def _describe_call(step: StepRecord, max_chars: int) -> str:
     return f"{call.get('name')}({_clip(shown, max_chars)})"
 
 
+def _describe_model_call(call: Any, max_chars: int) -> str:
+    usage = call.usage or {}
+    parts = [f"model call {call.index} ({call.model}): {call.n_messages} messages sent"]
+    if usage:
+        parts.append(f"{usage.get('prompt_tokens', '?')}+{usage.get('completion_tokens', '?')} tokens")
+    if call.cost_usd is not None:
+        parts.append(f"${call.cost_usd:.4f}")
+    if call.errors:
+        parts.append(f"{len(call.errors)} failed attempt(s) first")
+    if call.context_trims:
+        parts.append(f"context trimmed {len(call.context_trims)}x")
+    if call.outcome != "ok":
+        parts.append(call.outcome)
+    out = ["  · " + ", ".join(parts)]
+    response = call.response or {}
+    if response.get("reasoning"):
+        out.append("    reasoning: " + _clip(str(response["reasoning"]), max_chars).replace("\n", "\n    "))
+    if response.get("text"):
+        out.append("    said: " + _clip(str(response["text"]), max_chars).replace("\n", "\n    "))
+    return "\n".join(out)
+
+
 def _format_grade(grade: dict[str, Any] | None) -> str:
     if not grade:
         return "no grade"
@@ -68,8 +90,15 @@ def format_transcript(traj: Trajectory, *, max_chars: int = 1500, prompt: bool =
         lines += ["", "prompt:", _indent(h.prompt)]
     else:
         lines.append(f"  prompt: {len(h.prompt):,} chars (--prompt shows it)")
+    if h.agent:
+        lines.append(f"  agent: {h.agent.get('agent', '?')} · {h.agent.get('provider', '?')} · model {h.agent.get('model')}")
+    calls_before: dict[int, list[Any]] = {}
+    for call in traj.model_calls:
+        calls_before.setdefault(call.before_step, []).append(call)
     for step in traj.steps:
         lines.append("")
+        for call in calls_before.pop(step.index, []):
+            lines.append(_describe_model_call(call, max_chars))
         status = []
         if step.info.get("exit_code") is not None:
             status.append(f"exit {step.info['exit_code']}")
@@ -86,6 +115,8 @@ def format_transcript(traj: Trajectory, *, max_chars: int = 1500, prompt: bool =
         lines.append(f"[{step.index}] {_describe_call(step, max_chars)}")
         lines.append(f"  -> {', '.join(status)}")
         lines.append(_indent(_clip(step.observation, max_chars)))
+    for calls in calls_before.values():  # calls after the last step (the agent stopped there)
+        lines += ["", *(_describe_model_call(c, max_chars) for c in calls)]
     lines.append("")
     if traj.end is not None:
         e = traj.end
@@ -125,9 +156,10 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from mle_gym.export import export_openai_chat, write_jsonl
+    from mle_gym.export import iter_records, write_jsonl
 
-    records = export_openai_chat(args.trajectories, include_incomplete=not args.skip_incomplete)
+    records = iter_records(_expand(args.trajectories), fmt=args.format, include_incomplete=not args.skip_incomplete,
+                             min_reward=args.min_reward, medal=args.medal, max_tokens=args.max_tokens)
     if args.output:
         n = write_jsonl(records, args.output)
         print(f"wrote {n} episode(s) to {args.output}", file=sys.stderr)
@@ -135,6 +167,21 @@ def _cmd_export(args: argparse.Namespace) -> int:
         for record in records:
             sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
     return 0
+
+
+def _expand(paths: list[str]) -> list[str]:
+    """Trajectory files, with a run folder (or its trajectories/ folder) standing for every file in it."""
+    from pathlib import Path
+
+    out: list[str] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            folder = path / "trajectories" if (path / "trajectories").is_dir() else path
+            out += sorted(str(f) for f in folder.glob("*.jsonl"))
+        else:
+            out.append(p)
+    return out
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -150,9 +197,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_cmd_replay)
 
-    p = sub.add_parser("export", help="export trajectories for fine-tuning")
-    p.add_argument("trajectories", nargs="+", metavar="TRAJ")
-    p.add_argument("--format", choices=("openai-chat",), default="openai-chat")
+    p = sub.add_parser("export", help="export trajectories for fine-tuning (openai-chat, trl) or RL (rollouts)")
+    p.add_argument("trajectories", nargs="+", metavar="TRAJ", help="trajectory .jsonl file(s) or run folder(s)")
+    p.add_argument("--format", choices=("openai-chat", "trl", "rollouts"), default="openai-chat",
+                   help="openai-chat: OpenAI's fine-tuning chat format, exactly what the model saw and said; "
+                        "trl: TRL's conversational format (tool-call arguments as objects); "
+                        "rollouts: one line per competition grouping its episodes with reward and medal report")
+    p.add_argument("--min-reward", type=float, help="only episodes whose total reward is at least this")
+    p.add_argument("--medal", choices=("any", "bronze", "silver", "gold"),
+                   help="only episodes with at least this medal")
+    p.add_argument("--max-tokens", type=int, help="leave out conversations longer than this many tokens")
     p.add_argument("-o", "--output", metavar="OUT.jsonl", help="write here instead of stdout")
     p.add_argument("--skip-incomplete", action="store_true", help="leave out recordings with no closing record")
     p.set_defaults(func=_cmd_export)

@@ -210,3 +210,22 @@ def test_a_seed_recorded_twice_is_refused_or_resolved_explicitly() -> None:
     assert summarize(twice, on_duplicate="first").overall.rates["any_medal"].mean == 0.0
     last = summarize(twice, on_duplicate="last")
     assert last.overall.rates["any_medal"].mean == 1.0 and last.duplicates_dropped == 1
+
+
+def test_tokens_and_cost_per_episode() -> None:
+    with_usage = [r.model_copy(update={"usage": {"total_tokens": 1000 * (i + 1)}, "cost_usd": 0.5 * (i + 1)})
+                  for i, r in enumerate(RECORDS)]
+    report = summarize(with_usage)
+    assert report.overall.total_tokens == 21000 and report.overall.tokens_per_episode == pytest.approx(3500)
+    assert report.overall.total_cost_usd == pytest.approx(10.5)
+    assert report.competitions["A"].tokens_per_episode == pytest.approx((1000 + 3000 + 5000) / 3)
+    text = to_markdown(report)
+    assert "| tokens/episode | cost/episode $ |" in text
+    assert "| 3,000 | 1.5000 |" in text.split("\n| B |")[0]             # A's row: (1+3+5)/3 thousand, (0.5+1.5+2.5)/3
+    assert "model tokens: 21,000 in all, 3,500 per episode; cost $10.5000 in all, $1.7500 per episode" in text
+    # A crashed episode's tokens count too: they were spent.
+    assert report.competitions["B"].total_tokens == 2000 + 4000 + 6000
+    # Runs without a model have no such columns.
+    assert "tokens/episode" not in to_markdown(summarize(RECORDS))
+    tokens_only = summarize([r.model_copy(update={"usage": {"total_tokens": 10}}) for r in RECORDS])
+    assert "cost unknown (give the agent price_in_per_mtok / price_out_per_mtok)" in to_markdown(tokens_only)

@@ -379,3 +379,49 @@ def test_mlebench_text_is_checked_before_any_episode(tmp_path: Path, monkeypatch
         run(["spooky"], agent="random", seeds=1, out_dir=tmp_path / "run", sandbox="local",
             env_options={"prompt": "mlebench"})
     assert not (tmp_path / "run" / "results.jsonl").exists()
+
+
+def _fake_llm_servers() -> Any:
+    """tests/baselines/fake_llm_servers.py, whichever directory pytest put on sys.path."""
+    import importlib.util
+
+    path = Path(__file__).parent / "baselines" / "fake_llm_servers.py"
+    spec = importlib.util.spec_from_file_location("fake_llm_servers", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_llm_run_records_model_tokens_and_cost(tmp_path: Path) -> None:
+    fake = _fake_llm_servers()
+
+    def copy_sample(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        data, sub = fake.data_paths(body["messages"][1]["content"])
+        return fake.oa_tools(("bash", {"command": f"cp {data}/sample_submission.csv {sub}"}),
+                             prompt_tokens=1000, completion_tokens=100)
+
+    script = [copy_sample, fake.oa_tools(("submit", {}), prompt_tokens=2000, completion_tokens=50)]
+    stream = io.StringIO()
+    with fake.openai_server(script) as server:
+        (rec,) = run(["aerial-cactus"], agent="llm", seeds=[0], out_dir=tmp_path / "run", sandbox="local", jobs=1,
+                     agent_options={"model": "fake-model", "base_url": server.base_url, "api_key": "sk-secret",
+                                    "price_in_per_mtok": 1.0, "price_out_per_mtok": 4.0},
+                     progress=Progress(1, stream=stream, tty=False))
+    assert "3,150 tokens, $0.0036)" in stream.getvalue()
+    assert rec.status == "finished" and rec.model == "fake-model"
+    assert rec.usage["total_tokens"] == 3150 and rec.usage["model_calls"] == 2 and rec.usage["provider"] == "openai"
+    assert rec.cost_usd == pytest.approx((3000 * 1.0 + 150 * 4.0) / 1e6)
+    assert rec.agent_options["api_key"] == "<redacted>"
+    (row,) = load_results(tmp_path / "run")
+    assert row.usage == rec.usage and row.cost_usd == rec.cost_usd
+    traj = load_trajectory(rec.trajectory)
+    assert traj.header.agent["model"] == "fake-model" and traj.header.agent["price_out_per_mtok"] == 4.0
+    assert "sk-secret" not in Path(rec.trajectory).read_text()
+    assert [s.agent["cost_usd"] for s in traj.steps] == pytest.approx([0.0014, 0.0022])
+    assert len(traj.model_calls) == 2
+    from mle_gym.report import summarize, to_markdown
+
+    text = to_markdown(summarize([row]))
+    assert "tokens/episode | cost/episode $ |" in text and "| 3,150 | 0.0036 |" in text
+    assert "model tokens: 3,150 in all, 3,150 per episode; cost $0.0036 in all, $0.0036 per episode" in text
