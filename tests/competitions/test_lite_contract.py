@@ -18,7 +18,8 @@ BLANK_PREDICTS_NOTHING = {"facebook-recruiting-iii-keyword-extraction", "tensorf
                           "h-and-m-personalized-fashion-recommendations", "plant-pathology-2021-fgvc8",
                           "imet-2020-fgvc7", "whale-categorization-playground", "hotel-id-2021-fgvc8",
                           "tgs-salt-identification-challenge", "hubmap-kidney-segmentation", "kuzushiji-recognition",
-                          "rsna-breast-cancer-detection", "bms-molecular-translation"}
+                          "rsna-breast-cancer-detection", "bms-molecular-translation", "paddy-disease-classification",
+                          "3d-object-detection-for-autonomous-vehicles"}
 
 
 def _perfect(comp: Competition, private: Path, answers: pd.DataFrame) -> pd.DataFrame:
