@@ -18,6 +18,24 @@ from mle_gym.baselines.solutions import SOLUTIONS, Solution
 SCRIPT_NAME = "solution.py"
 
 
+_COPY_SAMPLE = """import shutil, sys, zipfile
+source, target = sys.argv[1], sys.argv[2]
+if zipfile.is_zipfile(source):
+    with zipfile.ZipFile(source) as archive:
+        member = next(n for n in archive.namelist() if not n.endswith("/"))
+        with open(target, "wb") as out:
+            out.write(archive.read(member))
+else:
+    shutil.copyfile(source, target)
+"""
+
+
+def _sample_submission_name(env: Any) -> str | None:
+    """The competition's sample submission file (its metadata's name), when the env says which competition."""
+    comp = getattr(getattr(env, "unwrapped", None), "competition", None)
+    return getattr(getattr(comp, "metadata", None), "sample_submission_file", None)
+
+
 def _competition_of(info: dict[str, Any], env: Any) -> str | None:
     if info.get("competition"):
         return str(info["competition"])
@@ -51,6 +69,7 @@ class ScriptedAgent:
         self._paths: dict[str, str] = {}
         self._submission = ""
         self._pending: str | None = None
+        self._sample_name: str | None = None
         self._fell_back = False
         self.log: list[str] = []  # what the agent decided, for tests and transcripts
 
@@ -64,6 +83,7 @@ class ScriptedAgent:
             raise ValueError(f"the scripted agent has no pipeline for {comp!r}; it solves: {', '.join(self.supported())}")
         self._paths = dict(info["paths"])
         self._submission = str(info["submission_path"])
+        self._sample_name = _sample_submission_name(self._env)
         if comp not in SOLUTIONS:
             self._solution = None
             self._fell_back = True
@@ -151,8 +171,13 @@ class ScriptedAgent:
         return {"name": "validate_submission", "arguments": {"path": self._submission}}
 
     def _do_copy_sample(self) -> Action:
-        data = shlex.quote(self._paths["data"].rstrip("/"))
-        command = (f"cp \"$(ls {data}/sample*ubmission*.csv | head -n 1)\" {shlex.quote(self._submission)}")
+        data = self._paths["data"].rstrip("/")
+        if self._sample_name is None or self._sample_name.startswith("../"):
+            source = f"\"$(ls {shlex.quote(data)}/sample*ubmission*.csv | head -n 1)\""
+        else:
+            source = shlex.quote(f"{data}/{self._sample_name}")
+        # the sample submission as the competition ships it: a CSV, or a zip holding one
+        command = f"python3 -c {shlex.quote(_COPY_SAMPLE)} {source} {shlex.quote(self._submission)}"
         return {"name": "bash", "arguments": {"command": command}}
 
     def _do_submit(self) -> Action:
