@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from mle_gym.competitions import Competition, get_competition
+from mle_gym.competitions import Competition
 from mle_gym.competitions.high_data import unique_values
 from mle_gym.grading import science_metrics
 from mle_gym.grading.science_metrics import (
@@ -31,16 +31,10 @@ from mle_gym.grading.science_metrics import (
 from sklearn.model_selection import train_test_split
 
 from mle_gym.errors import InvalidSubmissionError
+from synthetic import prepared
 
 
-def _prepared(name: str, tmp_path: Path, **sizes: object) -> tuple[Competition, Path, Path, Path]:
-    comp = get_competition(name)
-    raw, public, private = tmp_path / "raw", tmp_path / "public", tmp_path / "private"
-    for folder in (raw, public, private):
-        folder.mkdir()
-    comp.module.make_raw(raw, 0, **sizes)
-    comp.prepare(raw, public, private)
-    return comp, raw, public, private
+_prepared = prepared
 
 
 def _grade(comp: Competition, private: Path, frame: pd.DataFrame):

@@ -19,23 +19,17 @@ import pytest
 from sklearn.metrics import fbeta_score
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions import Competition, get_competition
+from mle_gym.competitions import Competition
 from mle_gym.competitions.volumes import npy_shape, png_size, write_dicom, write_nifti
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.mask_metrics import (
     check_ids_sorted, global_dice, ink_fbeta, probabilistic_fbeta, spine_weighted_log_loss,
 )
 from mle_gym.grading.segmentation import rle_decode
+from synthetic import prepared
 
 
-def _prepared(name: str, tmp_path: Path, **sizes: object) -> tuple[Competition, Path, Path, Path]:
-    comp = get_competition(name)
-    raw, public, private = tmp_path / "raw", tmp_path / "public", tmp_path / "private"
-    for folder in (raw, public, private):
-        folder.mkdir(parents=True)
-    comp.module.make_raw(raw, 0, **sizes)
-    comp.prepare(raw, public, private)
-    return comp, raw, public, private
+_prepared = prepared
 
 
 def _grade(comp: Competition, private: Path, frame: pd.DataFrame | str, tmp_path: Path):

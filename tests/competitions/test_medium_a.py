@@ -27,16 +27,10 @@ from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.classification import (
     check_sklearn_classes, first_word_classes, int_classes, macro_f1, top1_error,
 )
+from synthetic import prepared
 
 
-def _prepared(name: str, tmp_path: Path, **sizes: object) -> tuple[Competition, Path, Path, Path]:
-    comp = get_competition(name)
-    raw, public, private = tmp_path / "raw", tmp_path / "public", tmp_path / "private"
-    for folder in (raw, public, private):
-        folder.mkdir()
-    comp.module.make_raw(raw, 0, **sizes)
-    comp.prepare(raw, public, private)
-    return comp, raw, public, private
+_prepared = prepared
 
 
 def _grade(comp: Competition, private: Path, frame: pd.DataFrame | str, tmp_path: Path):

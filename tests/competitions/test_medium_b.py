@@ -27,16 +27,10 @@ from mle_gym.grading.ranking import (
     micro_f1,
     split_cells,
 )
+from synthetic import prepared
 
 
-def _prepared(name: str, tmp_path: Path, seed: int = 0, **sizes: object) -> tuple[Competition, Path, Path, Path]:
-    comp = get_competition(name)
-    raw, public, private = tmp_path / "raw", tmp_path / "public", tmp_path / "private"
-    for folder in (raw, public, private):
-        folder.mkdir()
-    comp.module.make_raw(raw, seed, **sizes)
-    comp.prepare(raw, public, private)
-    return comp, raw, public, private
+_prepared = prepared
 
 
 def _grade(comp: Competition, private: Path, frame: pd.DataFrame, tmp_path: Path) -> GradeReport:

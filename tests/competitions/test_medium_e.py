@@ -30,16 +30,10 @@ from mle_gym.grading.sequence_metrics import (
     mean_levenshtein,
     micro_f1_label_sets,
 )
+from synthetic import prepared
 
 
-def _prepared(name: str, tmp_path: Path, **sizes: object) -> tuple[Competition, Path, Path, Path]:
-    comp = get_competition(name)
-    raw, public, private = tmp_path / "raw", tmp_path / "public", tmp_path / "private"
-    for folder in (raw, public, private):
-        folder.mkdir()
-    comp.module.make_raw(raw, 0, **sizes)
-    comp.prepare(raw, public, private)
-    return comp, raw, public, private
+_prepared = prepared
 
 
 def _grade(comp: Competition, frame: pd.DataFrame, private: Path, tmp_path: Path):

@@ -16,21 +16,15 @@ import pandas as pd
 import pytest
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions import Competition, get_competition
+from mle_gym.competitions import Competition
 from mle_gym.competitions.sevenzip import SevenZipFile
 from mle_gym.competitions.signals import read_parquet
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading import regression_metrics as rm
+from synthetic import prepared
 
 
-def _prepared(name: str, tmp_path: Path, **sizes: object) -> tuple[Competition, Path, Path, Path]:
-    comp = get_competition(name)
-    raw, public, private = tmp_path / "raw", tmp_path / "public", tmp_path / "private"
-    for folder in (raw, public, private):
-        folder.mkdir()
-    comp.module.make_raw(raw, 0, **sizes)
-    comp.prepare(raw, public, private)
-    return comp, raw, public, private
+_prepared = prepared
 
 
 def _grade(comp: Competition, frame: pd.DataFrame, private: Path) -> float:

@@ -17,16 +17,10 @@ from sklearn.model_selection import train_test_split
 from mle_gym.competitions import Competition, find_competition, get_competition
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading import tabular_metrics as tm
+from synthetic import prepared
 
 
-def _prepared(name: str, tmp_path: Path, **sizes: object) -> tuple[Competition, Path, Path, Path]:
-    comp = get_competition(name)
-    raw, public, private = tmp_path / "raw", tmp_path / "public", tmp_path / "private"
-    for folder in (raw, public, private):
-        folder.mkdir()
-    comp.module.make_raw(raw, 0, **sizes)
-    comp.prepare(raw, public, private)
-    return comp, raw, public, private
+_prepared = prepared
 
 
 def _check(comp: Competition, submission: pd.DataFrame, answers: pd.DataFrame) -> float:

@@ -1,0 +1,18 @@
+"""A competition prepared from its own synthetic download, for the per-competition tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mle_gym.competitions import Competition, get_competition
+
+
+def prepared(name: str, tmp_path: Path, seed: int = 0, **sizes: object) -> tuple[Competition, Path, Path, Path]:
+    """(competition, raw, public, private): `make_raw(raw, seed, **sizes)`, then the competition's `prepare`."""
+    comp = get_competition(name)
+    raw, public, private = tmp_path / "raw", tmp_path / "public", tmp_path / "private"
+    for folder in (raw, public, private):
+        folder.mkdir(parents=True)
+    comp.module.make_raw(raw, seed, **sizes)
+    comp.prepare(raw, public, private)
+    return comp, raw, public, private
