@@ -15,6 +15,7 @@ Results come back as JSON text, so the parent never unpickles what the child sen
 
 from __future__ import annotations
 
+import errno
 import functools
 import io
 import json
@@ -299,6 +300,8 @@ def _caused_by_memory(exc: BaseException) -> bool:
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, MemoryError) or _names_memory_failure(str(seen)):
+            return True
+        if isinstance(seen, OSError) and seen.errno == errno.ENOMEM:  # e.g. pyarrow's allocator, a thread's stack
             return True
         seen = seen.__cause__ or seen.__context__
     return False

@@ -90,7 +90,8 @@ def test_unknown_competition_raises_in_the_parent() -> None:
 # -- limits ------------------------------------------------------------------------------------------
 def test_memory_limit_makes_the_submission_invalid_and_the_parent_carries_on(tmp_path: Path) -> None:
     comp, data, sample = _sample(CACTUS)
-    big = _big_submission(tmp_path / "submission.csv")
+    # 3M rows: with pyarrow installed, pandas keeps strings compactly and 1M rows fit in the limit
+    big = _big_submission(tmp_path / "submission.csv", rows=3_000_000)
     limits = GradingLimits(memory_bytes=64 * 1024**2)
     report = grade_isolated(CACTUS, big, data.private, sample_data=True, limits=limits)
     assert not report.valid_submission and report.submission_exists
@@ -103,7 +104,7 @@ def test_memory_limit_makes_the_submission_invalid_and_the_parent_carries_on(tmp
     assert message.startswith(
         "validation stopped: the submission needed more than 64 MiB of memory to parse and check (limit memory_bytes")
     # Under the default limit the same file is read, and judged on its merits.
-    assert validate_isolated(CACTUS, big, data.private) == (False, "expected 200 rows (one per test id), found 1000000")
+    assert validate_isolated(CACTUS, big, data.private) == (False, "expected 200 rows (one per test id), found 3000000")
     assert grade_isolated(CACTUS, sample, data.private, sample_data=True, limits=limits) == comp.grade(
         sample, data.private, sample_data=True)
     assert _no_children_left()
