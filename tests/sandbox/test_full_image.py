@@ -55,7 +55,7 @@ import torch
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.LazyLinear(1))
 x, y = torch.randn(8, 3, 16, 16), torch.rand(8, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
 before = torch.nn.functional.mse_loss(model(x), y)
 before.backward()
 opt.step()
@@ -65,7 +65,9 @@ print(json.dumps({"before": before.item(), "after": after.item(), "cuda": torch.
 
 
 def _run(image: str, script: str, *args: str) -> str:
-    proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--user", "1000:1000", image,
+    # kaggle's client reads credentials when imported: any will do, nothing is sent (no network)
+    proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--user", "1000:1000",
+                           "-e", "KAGGLE_USERNAME=nobody", "-e", "KAGGLE_KEY=0", image,
                            "python3", "-c", script, *args], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout.strip().splitlines()[-1]
