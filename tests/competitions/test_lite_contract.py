@@ -19,7 +19,8 @@ BLANK_PREDICTS_NOTHING = {"facebook-recruiting-iii-keyword-extraction", "tensorf
                           "imet-2020-fgvc7", "whale-categorization-playground", "hotel-id-2021-fgvc8",
                           "tgs-salt-identification-challenge", "hubmap-kidney-segmentation", "kuzushiji-recognition",
                           "rsna-breast-cancer-detection", "bms-molecular-translation", "paddy-disease-classification",
-                          "3d-object-detection-for-autonomous-vehicles"}
+                          "3d-object-detection-for-autonomous-vehicles",
+                          "tweet-sentiment-extraction"}  # tweet: no words; its sample submission is blank
 
 
 def _perfect(comp: Competition, private: Path, answers: pd.DataFrame) -> pd.DataFrame:

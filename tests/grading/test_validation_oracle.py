@@ -36,6 +36,7 @@ def _validation(comp: Competition, submission: Path, answers: pd.DataFrame) -> t
 # repeat what the public data says (left as they are); "reorder": a hidden order of public items (only
 # the order is changed); "repeated_ids": ids repeat in a valid submission.
 SHAPES: dict[str, dict] = {
+    "jigsaw-unintended-bias-in-toxicity-classification": {"targets": ["toxicity"]},  # submitted as `prediction`
     "AI4Code": {"reorder": ["cell_order"]},  # each notebook's cells are listed in its public file
     "hubmap-kidney-segmentation": {"targets": ["encoding"]},  # the slides' sizes are the public images'
     "uw-madison-gi-tract-image-segmentation": {  # (id, class) rows are public test.csv's; an id has one per organ
