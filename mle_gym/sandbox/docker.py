@@ -167,6 +167,10 @@ class DockerSandboxConfig(BaseModel):
         return parse_size(self.memory)
 
 
+class _HelperStartError(SandboxStartError):
+    """A container started, its helper did not (a busy machine, or an image without python3 and bash)."""
+
+
 # Strong references on purpose: a sandbox dropped without close() still gets its containers
 # removed when the interpreter exits (a killed interpreter leaves it to the lifeline and gc).
 _OPEN: set[DockerSandbox] = set()
@@ -439,6 +443,22 @@ class DockerSandbox(InsideSandbox):
         _OPEN.add(self)
 
     def _make_box(self) -> _Box:
+        """A started container with its helpers; a helper that does not come up in time (a machine busy
+        starting many containers at once) gets one more try in a fresh container before it is an error."""
+        try:
+            return self._make_box_once()
+        except _HelperStartError as exc:
+            log.warning("%s; trying once more in a fresh container", exc)
+        try:
+            return self._make_box_once()
+        except _HelperStartError as exc:
+            raise SandboxStartError(
+                f"{exc}, twice. On a machine busy starting many containers at once, raise start_timeout_s "
+                f"(now {self.config.start_timeout_s:g} s) or start fewer at a time; otherwise check that the image "
+                f"{self.config.image!r} has `python3` and `bash` (rebuild it with `mle-gym image build --offline`)."
+            ) from exc
+
+    def _make_box_once(self) -> _Box:
         """Create and start a container, probe it once per sandbox, start its helper."""
         assert self._client is not None and self._data_image is not None
         cfg = self.config
@@ -517,10 +537,7 @@ class DockerSandbox(InsideSandbox):
             box.helper.start()
         except (HelperGoneError, *_DOCKER_ERRORS) as exc:
             self._remove_box(box)
-            raise SandboxStartError(
-                f"container {name} started but its helper did not come up ({exc}); expected `python3` and "
-                f"`bash` in the image {cfg.image!r}. Rebuild it with `mle-gym image build --offline`."
-            ) from exc
+            raise _HelperStartError(f"container {name} started but its helper did not come up ({exc})") from exc
         except BaseException:
             self._remove_box(box)
             raise
