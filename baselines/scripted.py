@@ -18,13 +18,19 @@ from mle_gym.baselines.solutions import SOLUTIONS, Solution
 SCRIPT_NAME = "solution.py"
 
 
-_COPY_SAMPLE = """import shutil, sys, zipfile
+_COPY_SAMPLE = """import shutil, sys, tempfile, zipfile
+from pathlib import Path
 source, target = sys.argv[1], sys.argv[2]
 if zipfile.is_zipfile(source):
     with zipfile.ZipFile(source) as archive:
         member = next(n for n in archive.namelist() if not n.endswith("/"))
         with open(target, "wb") as out:
             out.write(archive.read(member))
+elif source.endswith(".7z"):
+    import py7zr  # in the full image; the slim one has no 7z reader
+    with tempfile.TemporaryDirectory() as tmp, py7zr.SevenZipFile(source) as archive:
+        archive.extractall(tmp)
+        shutil.copyfile(next(p for p in sorted(Path(tmp).rglob("*.csv"))), target)
 else:
     shutil.copyfile(source, target)
 """
@@ -172,8 +178,8 @@ class ScriptedAgent:
 
     def _do_copy_sample(self) -> Action:
         data = self._paths["data"].rstrip("/")
-        if self._sample_name is None or self._sample_name.startswith("../"):
-            source = f"\"$(ls {shlex.quote(data)}/sample*ubmission*.csv | head -n 1)\""
+        if self._sample_name is None or self._sample_name.startswith("../"):  # not in the public folder as a file
+            source = f"\"$(ls {shlex.quote(data)}/sample*ubmission* | head -n 1)\""
         else:
             source = shlex.quote(f"{data}/{self._sample_name}")
         # the sample submission as the competition ships it: a CSV, or a zip holding one
