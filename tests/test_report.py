@@ -189,6 +189,17 @@ def test_tables_per_complexity_split_and_sample_banner() -> None:
     assert SAMPLE_BANNER not in to_markdown(summarize([_rec(low[0], 0, _grade("gold"))]))
 
 
+def test_dev_competitions_get_their_own_row_and_stay_out_of_all() -> None:
+    records = [_rec("aerial-cactus-identification", 0, _grade("none")), _rec("spaceship-titanic", 0, _grade("gold"))]
+    report = summarize(records)
+    assert list(report.splits) == ["low", "dev", "all"]
+    assert report.splits["dev"].rates["any_medal"].mean == 1.0
+    assert report.splits["all"].competitions == 1 and report.splits["all"].rates["any_medal"].mean == 0.0
+    assert "| Dev (not in the 75) | 1 | 1 | 0 |" in to_markdown(report)
+    only_dev = summarize([_rec("spaceship-titanic", 0, _grade("gold"))])
+    assert only_dev.splits["all"].competitions == 1  # a dev-only run is summarised as it is
+
+
 def test_two_models_in_one_folder_get_separate_rows() -> None:
     a = EpisodeRecord(competition="A", seed=0, agent="llm", model="m1", grade=_grade("gold"))
     b = EpisodeRecord(competition="A", seed=0, agent="llm", model="m2", grade=_grade("none"))
