@@ -25,7 +25,9 @@ Rules:
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import math
 from collections import defaultdict
@@ -453,6 +455,26 @@ def to_text_table(report: RunReport) -> str:
                 out.append("  ".join("-" * w for w in widths))
     out += _footer(report)
     return "\n".join(out) + "\n"
+
+
+def to_csv(reports: dict[str, RunReport]) -> str:
+    """One row per run identity and competition, split or 'all': the rates as fractions with their SEM,
+    the episode and error counts, the mean score (per competition) and the sample-data flag."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    rate_columns = [f"{m}{suffix}" for m in METRICS for suffix in ("", "_sem")]
+    writer.writerow(["run", "agent", "model", "level", "name", "episodes", "errors", "seeds", *rate_columns,
+                     "score", "score_sem", "sample_data"])
+    for label, report in reports.items():
+        rows = [("competition", name, summary) for name, summary in report.competitions.items()]
+        rows += [("split", name, summary) for name, summary in report.splits.items()]
+        for level, name, summary in rows:
+            rates = [value for m in METRICS for value in (summary.rates[m].mean, summary.rates[m].sem)]
+            score = (summary.score.mean, summary.score.sem) if summary.score is not None else (None, None)
+            writer.writerow([label, report.agent, report.model or "", level, name, summary.episodes, summary.errors,
+                             len(summary.seeds), *("" if v is None else v for v in (*rates, *score)),
+                             summary.sample_data])
+    return buffer.getvalue()
 
 
 def to_json(reports: dict[str, RunReport]) -> str:

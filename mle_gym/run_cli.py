@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from mle_gym.competitions import get_competition, list_competitions, list_figures
 from mle_gym.config import EnvConfig
 from mle_gym.errors import MLEGymError
-from mle_gym.report import load_results, summarize_runs, to_json, to_markdown, to_text_table
+from mle_gym.report import load_results, summarize_runs, to_csv, to_json, to_markdown, to_text_table
 
 # `--split`: MLE-bench's splits as figures.json records them (lite = low), `all` = every packaged one.
 RUN_SPLITS = ("low", "medium", "high", "lite", "split75", "dev", "all")
@@ -180,6 +180,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         Path(args.json).write_text(to_json(reports) + "\n")
     if args.markdown:
         Path(args.markdown).write_text(markdown)
+    if args.csv:
+        Path(args.csv).write_text(to_csv(reports))
     if len(reports) > 1:
         print(f"note: {args.dir} holds {len(reports)} different runs (agent, model or options differ); "
               "each has its own tables\n", file=sys.stderr)
@@ -220,6 +222,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dir", help="a run folder (with results.jsonl) or a results.jsonl file")
     p.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
     p.add_argument("--markdown", metavar="OUT", help="also write the Markdown tables")
+    p.add_argument("--csv", metavar="OUT", help="also write the figures as CSV (one row per competition and split)")
     p.add_argument("--duplicates", choices=["error", "first", "last"], default="error",
                    help="a (competition, seed) recorded twice in one run: refuse (default), or keep the first or last")
     p.set_defaults(func=_cmd_report)

@@ -109,10 +109,20 @@ def test_mixed_agents_are_refused_or_split() -> None:
 def test_report_command_writes_json_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in RECORDS))
     assert len(load_results(tmp_path)) == 6
-    code = main(["report", str(tmp_path), "--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md")])
+    code = main(["report", str(tmp_path), "--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md"),
+                 "--csv", str(tmp_path / "r.csv")])
     assert code == 0
     (data,) = json.loads((tmp_path / "r.json").read_text()).values()
     assert data["overall"]["rates"]["any_medal"]["mean"] == pytest.approx(0.5)
+    import pandas as pd  # the CSV reads back with the same figures as the JSON
+
+    table = pd.read_csv(tmp_path / "r.csv")
+    overall = table[(table["level"] == "split") & (table["name"] == "all")].iloc[0]
+    assert overall["any_medal"] == pytest.approx(0.5) and overall["episodes"] == data["overall"]["episodes"]
+    per_comp = table[table["level"] == "competition"].set_index("name")
+    assert set(per_comp.index) == set(data["competitions"])
+    for name, summary in data["competitions"].items():
+        assert per_comp.loc[name, "valid_submission"] == pytest.approx(summary["rates"]["valid_submission"]["mean"])
     assert "### a · config " in (tmp_path / "r.md").read_text()
     assert "| B | 3 | 1 |" in capsys.readouterr().out
 
