@@ -21,7 +21,7 @@ import pandas as pd
 from pandas.api.types import infer_dtype, is_bool_dtype, is_float_dtype, is_integer_dtype, is_numeric_dtype
 
 from mle_gym.errors import InvalidSubmissionError
-from mle_gym.grading.validation import check_numeric
+from mle_gym.grading.validation import align_to_answers, check_columns, check_ids, check_numeric
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -172,3 +172,17 @@ def top1_error(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     if truth.shape != pred.shape or len(truth) == 0:
         raise ValueError(f"answers {truth.shape} and predictions {pred.shape} must be non-empty and of equal shape")
     return float(1 - np.mean(truth == pred))
+
+
+def validate_int_classes(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str, target: str) -> pd.DataFrame:
+    """The herbarium graders' checks: the two columns, the test ids once each, and a class Python's int()
+    reads in every row (the converted classes replace the column)."""
+    check_columns(submission, [id_column, target])
+    check_ids(submission, answers, id_column)
+    classes = int_classes(submission[target], target)
+    return align_to_answers(submission.assign(**{target: classes}), answers, id_column)
+
+
+def int_classes_macro_f1(aligned: pd.DataFrame, answers: pd.DataFrame, target: str) -> float:
+    """Macro F1 over every class in the answers or the predictions (floats truncated, as int() does)."""
+    return macro_f1(int_classes(answers[target], target), int_classes(aligned[target], target))

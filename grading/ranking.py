@@ -15,6 +15,7 @@ import pandas as pd
 from pandas.api.types import infer_dtype, is_numeric_dtype
 
 from mle_gym.errors import InvalidSubmissionError
+from mle_gym.grading.validation import align_to_answers, check_columns, check_ids
 
 
 def _preview(values: Sequence[object], limit: int = 3) -> str:
@@ -147,3 +148,17 @@ def check_classes(submission: pd.DataFrame, column: str) -> None:
         raise InvalidSubmissionError(
             f"column {column!r}: expected a class in every row, all numbers or all text; found {found}"
         )
+
+
+def validate_label_sets(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str, target: str) -> pd.DataFrame:
+    """The id and label columns (others ignored), the test ids once each, labels as text; a blank cell
+    predicts no label, as in MLE-bench (a column blank in every row scores 0)."""
+    check_columns(submission, [id_column, target])
+    check_ids(submission, answers, id_column)
+    check_label_text(submission, target)
+    return align_to_answers(submission, answers, id_column)
+
+
+def label_sets_micro_f1(aligned: pd.DataFrame, answers: pd.DataFrame, target: str) -> float:
+    """Micro-F1 over the label sets; the classes are those among the answers (others are ignored)."""
+    return micro_f1(label_sets(answers[target]), label_sets(aligned[target]))

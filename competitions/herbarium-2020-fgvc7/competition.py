@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 
 from mle_gym.competitions.image_folders import long_tail, make_herbarium_download, prepare_herbarium, write_table
-from mle_gym.grading.classification import int_classes, macro_f1
-from mle_gym.grading.validation import align_to_answers, check_columns, check_ids
+from mle_gym.grading.classification import int_classes_macro_f1, validate_int_classes
 
 ID, TARGET = "Id", "Predicted"
 ENCODING = "latin-1"  # Kaggle's metadata is not valid UTF-8; MLE-bench reads it as Latin-1
@@ -23,15 +22,12 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
 
 def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     """Columns Id and Predicted, the test ids once each, and a class MLE-bench's int() reads in every row."""
-    check_columns(submission, [ID, TARGET])
-    check_ids(submission, answers, ID)
-    classes = int_classes(submission[TARGET], TARGET)
-    return align_to_answers(submission.assign(**{TARGET: classes}), answers, ID)
+    return validate_int_classes(submission, answers, ID, TARGET)
 
 
 def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
     """Macro F1 over every species in the answers or the predictions (floats truncated, as int() does)."""
-    return macro_f1(int_classes(answers[TARGET], TARGET), int_classes(aligned[TARGET], TARGET))
+    return int_classes_macro_f1(aligned, answers, TARGET)
 
 
 # -- synthetic download ------------------------------------------------------------------------------

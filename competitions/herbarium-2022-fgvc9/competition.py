@@ -13,8 +13,7 @@ from mle_gym.competitions.image_folders import (
     PUBLIC_DOMAIN, by_category, category_subdir, copy_file, dump_json, load_json, long_tail, shuffled_test,
     specimen_jpeg, split_categories, synthetic_collection, write_json_raw, write_table,
 )
-from mle_gym.grading.classification import int_classes, macro_f1
-from mle_gym.grading.validation import align_to_answers, check_columns, check_ids
+from mle_gym.grading.classification import int_classes_macro_f1, validate_int_classes
 
 ID, TARGET = "Id", "Predicted"
 SAMPLE_CLASS = 42  # every row of MLE-bench's sample submission
@@ -61,15 +60,12 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
 
 def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     """Columns Id and Predicted, the test ids once each, and a class MLE-bench's int() reads in every row."""
-    check_columns(submission, [ID, TARGET])
-    check_ids(submission, answers, ID)
-    classes = int_classes(submission[TARGET], TARGET)
-    return align_to_answers(submission.assign(**{TARGET: classes}), answers, ID)
+    return validate_int_classes(submission, answers, ID, TARGET)
 
 
 def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
     """Macro F1 over every species in the answers or the predictions (floats truncated, as int() does)."""
-    return macro_f1(int_classes(answers[TARGET], TARGET), int_classes(aligned[TARGET], TARGET))
+    return int_classes_macro_f1(aligned, answers, TARGET)
 
 
 # -- synthetic download ------------------------------------------------------------------------------

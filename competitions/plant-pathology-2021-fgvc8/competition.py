@@ -10,8 +10,7 @@ from sklearn.model_selection import train_test_split
 
 from mle_gym.competitions.helpers import read_csv
 from mle_gym.competitions.image_labels import copy_images, hex_ids, image_bytes, tiny_image
-from mle_gym.grading.ranking import check_label_text, label_sets, micro_f1
-from mle_gym.grading.validation import align_to_answers, check_columns, check_ids
+from mle_gym.grading.ranking import label_sets_micro_f1, validate_label_sets
 
 ID, TARGET = "image", "labels"
 # Kaggle's twelve label combinations, with their share of the 18,632 labelled leaves.
@@ -43,15 +42,12 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
 
     A blank cell predicts no label, as in MLE-bench (a column blank in every row scores 0).
     """
-    check_columns(submission, [ID, TARGET])
-    check_ids(submission, answers, ID)
-    check_label_text(submission, TARGET)
-    return align_to_answers(submission, answers, ID)
+    return validate_label_sets(submission, answers, ID, TARGET)
 
 
 def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
     """Micro-F1 over the label sets; the classes are those among the answers (others are ignored)."""
-    return micro_f1(label_sets(answers[TARGET]), label_sets(aligned[TARGET]))
+    return label_sets_micro_f1(aligned, answers, TARGET)
 
 
 def _leaf(rng: np.random.Generator, labels: str) -> bytes:
