@@ -145,7 +145,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             progress = Progress(total)
         records = run(competitions, agent=args.agent, seeds=args.seeds, out_dir=out, jobs=args.jobs,
                       env_options=env_options, agent_options=agent_options, progress=progress,
-                      resume=args.resume, control=control)
+                      resume=args.resume, control=control, ray_address=args.ray)
     except MLEGymError:
         if progress is not None:
             progress.close()
@@ -210,6 +210,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true",
                    help="play only the episodes the --out folder has not recorded yet (crashed and aborted "
                         "ones stay recorded: every started episode counts)")
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="play each episode as a Ray task on a node offering the mle_gym_docker resource: 'auto' or "
+                        "HOST:PORT for a cluster (`ray start --head --resources='{\"mle_gym_docker\": N}'`), 'local' for "
+                        "a Ray instance on this machine; results and trajectories are written here. -j defaults to "
+                        "the cluster's total of the resource")
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--time-limit-s", type=float, default=None)
     p.add_argument("--command-timeout-s", type=float, default=None)

@@ -12,20 +12,20 @@ import importlib
 import logging
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import gymnasium as gym
 
 from mle_gym.baselines import get_agent, list_agents
 from mle_gym.baselines.base import Agent, AgentFactory
 from mle_gym.errors import MLEGymError
+from mle_gym.progress import Progress
 from mle_gym.report import RESULTS_FILE, EpisodeRecord, identity_key, identity_label, load_results
 from mle_gym.trajectory import TrajectoryRecorder
 
@@ -197,6 +197,16 @@ def _model_of(agent: Agent, agent_options: dict[str, Any]) -> str | None:
     return str(model) if model else None
 
 
+def base_record(spec: EpisodeSpec, agent: str, env_options: dict[str, Any], agent_options: dict[str, Any],
+                identity_env_options: dict[str, Any] | None = None) -> EpisodeRecord:
+    """The record of `spec` before it is played: the run's identity, no outcome yet."""
+    shown_env = {k: v for k, v in (identity_env_options if identity_env_options is not None else env_options).items()
+                 if k not in ("data", "sandbox")}
+    return EpisodeRecord(competition=spec.competition, seed=spec.seed, agent=agent,
+                         model=agent_options.get("model"), agent_options=recorded_options(agent_options),
+                         env_options=shown_env, data=env_options.get("data"), sandbox=env_options.get("sandbox"))
+
+
 def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[str, Any],
             agent_options: dict[str, Any] | None = None, on_step: StepCallback | None = None,
             record: bool = True, factory: AgentFactory | None = None,
@@ -216,12 +226,7 @@ def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[s
         if on_step is not None:
             on_step(n, info)
 
-    shown_env = {k: v for k, v in (identity_env_options if identity_env_options is not None else env_options).items()
-                 if k not in ("data", "sandbox")}
-    base = EpisodeRecord(competition=spec.competition, seed=spec.seed, agent=agent,
-                         model=agent_options.get("model"), agent_options=recorded_options(agent_options),
-                         env_options=shown_env,
-                         data=env_options.get("data"), sandbox=env_options.get("sandbox"))
+    base = base_record(spec, agent, env_options, agent_options, identity_env_options)
     try:
         env = gym.make(f"mle/{spec.competition}", **env_options)
         if record:
@@ -320,14 +325,17 @@ def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], 
         max_steps: int | None = None, time_limit_s: float | None = None, command_timeout_s: float | None = None,
         agent_options: dict[str, Any] | None = None, progress: Progress | None = None,
         record: bool = True, env_options: dict[str, Any] | None = None, resume: bool = False,
-        control: RunControl | None = None) -> list[EpisodeRecord]:
+        control: RunControl | None = None, ray_address: str | None = None) -> list[EpisodeRecord]:
     """Run every (competition, seed) episode, appending each record to `<out_dir>/results.jsonl` as it ends.
 
     `env_options` are any `gym.make` options (`EnvConfig`); `data`, `sandbox` and the budgets are
     shorthands for some of them. The data stay fixed (sample_seed=0 unless given); the seed goes to
     `env.reset(seed=...)` and to the agent. Episodes run in a thread pool: each one's work happens
     in its sandbox's processes, so threads suffice and the progress display can share state.
-    `control` stops the run early (see RunControl). Returns the records of the episodes played now,
+    `control` stops the run early (see RunControl). With `ray_address` ("local" for a Ray instance on
+    this machine, "auto" or HOST:PORT for a cluster), each episode is a Ray task on a node offering
+    the `mle_gym_docker` resource (see `mle_gym.ray_run`); records and trajectories still land in
+    `out_dir` here, and the default concurrency is the cluster's total of that resource. Returns the records of the episodes played now,
     in (competition, seed) order; with `resume`, episodes already recorded are skipped.
     """
     out_dir = Path(out_dir)
@@ -348,13 +356,21 @@ def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], 
     plan = plan_run(specs, out_dir, probe.identity(), resume=resume)
     if plan.done:
         log.info("resuming: %d episode(s) already recorded, %d to play", len(plan.done), len(plan.todo))
-    workers = default_jobs(jobs, len(plan.todo))
+    remote = None
+    if ray_address is not None:
+        from mle_gym.ray_run import RayRunner
+
+        remote = RayRunner(ray_address, local_capacity=jobs)
+        workers = max(1, min(jobs or remote.capacity, len(plan.todo)))
+    else:
+        workers = default_jobs(jobs, len(plan.todo))
     env_all = dict(user_env)
     if user_env["sandbox"] == "docker":
         # One env per episode: a warm spare would be made for nothing. And N episodes share the
-        # machine: each gets its share of the memory a single episode may use ("auto").
+        # machine: each gets its share of the memory a single episode may use ("auto"); on Ray,
+        # the share of the node the episode lands on, worked out there.
         env_all.setdefault("warm_pool", False)
-        if env_all.get("memory") in (None, "auto"):
+        if env_all.get("memory") in (None, "auto") and remote is None:
             env_all["memory"] = f"{episode_memory_mib(workers)}m"
     results_path = out_dir / RESULTS_FILE
     lock = threading.Lock()
@@ -366,9 +382,14 @@ def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], 
         if progress is not None:
             progress.start(spec.label, *limits)
         on_step = (lambda n, info: progress.step(spec.label, n, info)) if progress is not None else None
-        rec = run_one(spec, agent=agent, out_dir=out_dir, env_options=env_all, agent_options=agent_options,
-                      on_step=on_step, record=record, factory=factory, identity_env_options=identity_env,
-                      control=control)
+        if remote is not None:
+            rec = remote.play(spec, agent=agent, out_dir=out_dir, env_options=env_all, agent_options=agent_options,
+                              identity_env=identity_env, record=record,
+                              base=base_record(spec, agent, env_all, agent_options, identity_env))
+        else:
+            rec = run_one(spec, agent=agent, out_dir=out_dir, env_options=env_all, agent_options=agent_options,
+                          on_step=on_step, record=record, factory=factory, identity_env_options=identity_env,
+                          control=control)
         with lock:
             with results_path.open("a", encoding="utf-8") as fh:
                 fh.write(rec.model_dump_json() + "\n")
@@ -376,6 +397,8 @@ def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], 
             progress.finish(spec.label, rec)
         return rec
 
+    if remote is not None:
+        remote.watch(progress, control.abort if control is not None else None)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="episode")
     try:
         return [r for r in pool.map(work, plan.todo) if r is not None]
@@ -385,137 +408,7 @@ def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], 
         raise
     finally:
         pool.shutdown(wait=True)
+        if remote is not None:
+            remote.close()
         if progress is not None:
             progress.close()
-
-
-# -- progress ------------------------------------------------------------------------------
-def _bar(fraction: float, width: int = 20) -> str:
-    filled = int(round(max(0.0, min(fraction, 1.0)) * width))
-    return "█" * filled + "·" * (width - filled)
-
-
-def _outcome(rec: EpisodeRecord) -> str:
-    if rec.status != "finished":
-        graded = (f"; on disk: medal {rec.grade.get('medal')}, valid {rec.grade.get('valid_submission')}"
-                  if rec.grade is not None else "; not gradable")
-        return f"{rec.status.upper()} {(rec.error or '')[:120]}{graded}"
-    grade = rec.grade or {}
-    if not grade.get("valid_submission"):
-        return f"invalid submission ({(grade.get('reason') or 'no grade')[:80]})"
-    return f"score {grade.get('score'):.5g}, medal {grade.get('medal')}"
-
-
-@dataclass
-class _Episode:
-    max_steps: int
-    time_limit_s: float
-    started: float
-    steps: int = 0
-    tool: str = ""
-
-
-class Progress:
-    """Progress on stderr: on a terminal, a bar per running episode and one overall, redrawn in place;
-    elsewhere, one plain line per episode start and end (and a heartbeat while episodes run)."""
-
-    def __init__(self, total: int, *, stream: TextIO | None = None, tty: bool | None = None,
-                 refresh_s: float = 0.5, heartbeat_s: float = 60.0) -> None:
-        self.total = total
-        self.stream = stream if stream is not None else sys.stderr
-        self.tty = self.stream.isatty() if tty is None else tty
-        self.refresh_s = refresh_s
-        self.heartbeat_s = heartbeat_s
-        self._running: dict[str, _Episode] = {}
-        self._done = 0
-        self._errors = 0
-        self._aborted = 0
-        self._medals = 0
-        self._started = time.monotonic()
-        self._drawn = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._ticker = threading.Thread(target=self._tick, name="progress", daemon=True)
-        self._ticker.start()
-
-    # events from worker threads
-    def start(self, key: str, max_steps: int, time_limit_s: float) -> None:
-        with self._lock:
-            self._running[key] = _Episode(max_steps, time_limit_s, time.monotonic())
-            if not self.tty:
-                self._line(f"[{self._done}/{self.total}] start {key}")
-            self._redraw()
-
-    def step(self, key: str, steps: int, info: dict[str, Any]) -> None:
-        with self._lock:
-            ep = self._running.get(key)
-            if ep is not None:
-                ep.steps, ep.tool = steps, str(info.get("tool") or "")
-
-    def finish(self, key: str, rec: EpisodeRecord) -> None:
-        with self._lock:
-            self._running.pop(key, None)
-            self._done += 1
-            self._errors += rec.status == "crashed"
-            self._aborted += rec.status == "aborted"
-            self._medals += bool((rec.grade or {}).get("any_medal"))
-            spent = ""
-            if rec.usage and rec.usage.get("total_tokens") is not None:
-                spent = f", {rec.usage['total_tokens']:,} tokens"
-                spent += f", ${rec.cost_usd:.4f}" if rec.cost_usd is not None else ""
-            self._line(f"[{self._done}/{self.total}] {'✗' if rec.status != 'finished' else '✓'} {key}: {_outcome(rec)} "
-                       f"({rec.steps} steps, {rec.duration_s:.1f}s{spent})")
-            self._redraw()
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._ticker.is_alive() and self._ticker is not threading.current_thread():
-            self._ticker.join(timeout=2)
-        with self._lock:
-            self._clear()
-            elapsed = time.monotonic() - self._started
-            self.stream.write(f"{self._done}/{self.total} episodes done in {elapsed:.1f}s, {self._medals} with a medal"
-                              f"{f', {self._errors} crashed' if self._errors else ''}"
-                              f"{f', {self._aborted} aborted' if self._aborted else ''}\n")
-            self.stream.flush()
-
-    # drawing (called with the lock held)
-    def _line(self, text: str) -> None:
-        self._clear()
-        self.stream.write(text + "\n")
-        self.stream.flush()
-
-    def _clear(self) -> None:
-        if self.tty and self._drawn:
-            self.stream.write(f"\x1b[{self._drawn}F\x1b[J")
-            self._drawn = 0
-
-    def _redraw(self) -> None:
-        if not self.tty:
-            return
-        self._clear()
-        now = time.monotonic()
-        lines = []
-        for key, ep in self._running.items():
-            elapsed = now - ep.started
-            frac = max(ep.steps / ep.max_steps, elapsed / ep.time_limit_s)
-            last = f" last: {ep.tool}" if ep.tool else ""
-            lines.append(f"  {key[:48]:<48} {_bar(frac)} {ep.steps:>4}/{ep.max_steps} steps {elapsed:6.1f}s{last}")
-        done = self._done / self.total if self.total else 1.0
-        lines.append(f"  {'overall':<48} {_bar(done)} {self._done:>4}/{self.total} episodes "
-                     f"{now - self._started:6.1f}s  {self._medals} medal(s)"
-                     f"{f'  {self._errors} crashed' if self._errors else ''}")
-        self.stream.write("\n".join(lines) + "\n")
-        self.stream.flush()
-        self._drawn = len(lines)
-
-    def _tick(self) -> None:
-        last_beat = time.monotonic()
-        while not self._stop.wait(self.refresh_s):
-            with self._lock:
-                if self.tty:
-                    self._redraw()
-                elif self._running and time.monotonic() - last_beat >= self.heartbeat_s:
-                    last_beat = time.monotonic()
-                    running = ", ".join(f"{k} ({e.steps} steps)" for k, e in self._running.items())
-                    self._line(f"[{self._done}/{self.total}] running: {running}")

@@ -99,18 +99,28 @@ def test_cli_run_rejects_bad_arguments(argv: list[str], message: str, tmp_path: 
     assert not (tmp_path / "results.jsonl").exists()
 
 
-def test_progress_on_a_terminal_draws_bars_in_place() -> None:
+def test_progress_on_a_terminal_shows_steps_last_tool_and_medals_in_place() -> None:
+    import re
+
+    from mle_gym.report import EpisodeRecord
+
     stream = io.StringIO()
-    progress = Progress(2, stream=stream, tty=True, refresh_s=60)
-    progress.start("comp seed 0", 10, 3600.0)
-    progress.step("comp seed 0", 5, {"tool": "bash"})
-    progress.start("comp seed 1", 10, 3600.0)
+    progress = Progress(3, stream=stream, tty=True, refresh_s=60)
+    progress.start("comp seed 0", 10, 24 * 3600.0)
+    progress.step("comp seed 0", 5, {"tool": "read_file"})
+    progress.start("comp seed 1", 10, 24 * 3600.0)
+    progress.finish("comp seed 2", EpisodeRecord(competition="comp", seed=2, agent="a", steps=3, duration_s=1.0,
+                                                 grade={"valid_submission": True, "score": 0.9, "medal": "gold",
+                                                        "any_medal": True}))
     progress.close()
     text = stream.getvalue()
-    assert "\x1b[" in text  # cursor movement: the bars are redrawn, not appended
-    assert "overall" in text and "0/2 episodes" in text and "0 medal(s)" in text
-    assert "█" * 10 in text  # 5 of 10 steps on seed 0 fill half of a 20-wide bar (drawn at seed 1's start)
-    assert text.endswith("0/2 episodes done in " + text.rsplit("episodes done in ", 1)[1])
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+    assert "\x1b[" in text  # redrawn in place (cursor movement), not appended
+    assert re.search(r"comp seed 0 +5/10 +0:0\d +read_file", plain)  # steps and the last tool, no budget bar
+    assert re.search(r"comp seed 1 +0/10 +0:0\d +-", plain)
+    assert "1/3 episodes done, 1 with a medal, 2 running" in plain
+    assert "[1/3] ✓ comp seed 2: score 0.9, medal gold (3 steps, 1.0s)" in plain  # printed above the live view
+    assert plain.rstrip().splitlines()[-1].startswith("1/3 episodes done, 1 with a medal in ")
 
 
 def test_default_jobs_defaults_to_cpus_and_is_capped_by_episodes_only(monkeypatch: pytest.MonkeyPatch) -> None:
