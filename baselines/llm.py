@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import random
+import re
 import time
 from collections import deque
 from typing import Any, Literal
@@ -34,11 +35,28 @@ SYSTEM_PROMPT = (
     "with validate_submission, then call submit. Call one or more tools in every reply."
 )
 _NUDGE = "Reply with a tool call. When your submission file is ready, call submit."
-ContextStrategy = Literal["truncate", "drop"]
-CONTEXT_STRATEGIES = ("truncate", "drop")
+ContextStrategy = Literal["truncate", "drop", "summarize", "summarise"]
+CONTEXT_STRATEGIES = ("truncate", "drop", "summarize")
+_STRATEGY_ALIASES = {"summarise": "summarize"}
 _ELIDED = "[output elided to fit the context window: {n:,} characters]"
 _CLIPPED = "\n[... {n:,} characters of this output were elided to fit the context window ...]\n"
 _DROPPED = "[{n} earlier turn(s) were dropped to fit the context window]"
+_SUMMARY_HEAD = "[Summary of the {n} earlier turn(s), written by the model to fit the context window]"
+_SUMMARY_RE = re.compile(r"\[Summary of the (\d+) earlier turn\(s\), written by the model to fit the context window\]")
+SUMMARY_SYSTEM_PROMPT = (
+    "You write the working notes of an AI agent that is solving a Kaggle competition with tools. Its "
+    "conversation has grown too long for its context window, so the oldest part is replaced by your notes; "
+    "it will continue from them and from its latest turns alone. Be concise and factual; keep exact "
+    "names, numbers, paths and commands."
+)
+_SUMMARY_ASK = (
+    "Write the notes that replace the transcript above, in at most about {words} words of plain text (no tool "
+    "calls): what was tried; what was learned: scores and validation metrics, errors and how they were fixed, "
+    "file paths, what the data looks like (files, columns, sizes, the target); the state of the code and of "
+    "the submission file; and what remains to do."
+)
+_TASK_HEAD_CHARS = 2000
+_SUMMARY_OUTPUT_CAPS = (4000, 2000, 1000, 500, 250, 120)
 _MAX_CONTEXT_RETRIES = 12
 _sleep = time.sleep  # the backoff's sleep; tests record the delays instead
 
@@ -64,8 +82,12 @@ class LLMAgent:
     - Context: `context_window_tokens` (the model's window; when the conversation nears it, less
       `max_tokens` for the reply, old tool outputs are cut down to 75% of it), `context_strategy`
       (`"truncate"`: old outputs keep their head and tail, `truncated_observation_chars` in all;
-      `"drop"`: old outputs are replaced by a one-line note), `keep_last_turns` (the latest turns
-      kept whole). Either way, when that is not enough the oldest whole turns are dropped, and a
+      `"drop"`: old outputs are replaced by a one-line note; `"summarize"`, or `"summarise"`: the
+      oldest whole turns are replaced by one summary the model writes in an extra call without
+      tools (what was tried, scores, errors, paths, what the data looks like, what remains; at most
+      `summary_max_tokens`), counted in the usage and recorded with `"purpose": "summary"`; if that
+      call fails or overflows, that trim drops instead), `keep_last_turns` (the latest turns kept
+      whole). Either way, when that is not enough the oldest whole turns are dropped, and a
       context-length error from the server always triggers the same trimming (the limit it names,
       or the size it refused, is learned), so a long episode never ends on an overflow: at worst
       the agent submits.
@@ -91,13 +113,15 @@ class LLMAgent:
                  keep_last_turns: int = 4, truncated_observation_chars: int = 2000,
                  price_in_per_mtok: float | None = None, price_out_per_mtok: float | None = None,
                  thinking_budget_tokens: int | None = None, send_reasoning: bool = False,
-                 tools: list[dict[str, Any]] | None = None) -> None:
+                 summary_max_tokens: int = 1024, tools: list[dict[str, Any]] | None = None) -> None:
         self.model = model or os.environ.get("MLE_GYM_MODEL") or ""
         if not self.model:
             raise ValueError("the llm agent needs a model: pass model=... or set MLE_GYM_MODEL")
         self.provider = pick_provider(provider, self.model, base_url)
+        context_strategy = _STRATEGY_ALIASES.get(context_strategy, context_strategy)  # type: ignore[assignment]
         if context_strategy not in CONTEXT_STRATEGIES:
-            raise ValueError(f"context_strategy must be one of {', '.join(CONTEXT_STRATEGIES)}, got {context_strategy!r}")
+            raise ValueError(f"context_strategy must be one of {', '.join(CONTEXT_STRATEGIES)} (or summarise), "
+                             f"got {context_strategy!r}")
         env_prefix = "ANTHROPIC" if self.provider == "anthropic" else "OPENAI"
         default_url = None if self.provider == "anthropic" else DEFAULT_BASE_URL
         url = base_url or os.environ.get(f"{env_prefix}_BASE_URL") or default_url
@@ -115,6 +139,7 @@ class LLMAgent:
         self.context_strategy = context_strategy
         self.keep_last_turns = max(1, int(keep_last_turns))
         self.truncated_observation_chars = max(200, int(truncated_observation_chars))
+        self.summary_max_tokens = max(64, int(summary_max_tokens))
         self.price_in_per_mtok = price_in_per_mtok
         self.price_out_per_mtok = price_out_per_mtok
         self.thinking_budget_tokens = thinking_budget_tokens
@@ -146,6 +171,7 @@ class LLMAgent:
                             "context_window_tokens": self.context_window_tokens,
                             "context_strategy": self.context_strategy, "keep_last_turns": self.keep_last_turns,
                             "truncated_observation_chars": self.truncated_observation_chars,
+                            "summary_max_tokens": self.summary_max_tokens,
                             "thinking_budget_tokens": self.thinking_budget_tokens,
                             "send_reasoning": self.send_reasoning, "seed": self.seed},
                 "price_in_per_mtok": self.price_in_per_mtok, "price_out_per_mtok": self.price_out_per_mtok,
@@ -156,7 +182,7 @@ class LLMAgent:
         return {"model": self.model, "provider": self.provider, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "total_tokens": self.tokens_used,
                 "model_calls": self.model_calls, "requests": self.requests, "context_trims": self.context_trims,
-                "cost_usd": self.cost_usd}
+                "summary_calls": self.summary_calls, "cost_usd": self.cost_usd}
 
     def cost_of(self, usage: dict[str, int]) -> float | None:
         if self.price_in_per_mtok is None and self.price_out_per_mtok is None:
@@ -196,6 +222,8 @@ class LLMAgent:
         self.requests = 0
         self.model_calls = 0
         self.context_trims = 0
+        self.summary_calls = 0
+        self._side_calls: list[tuple[int | None, dict[str, int]]] = []  # summary calls not yet on a step
         self._tokens_per_char = 0.25  # learned from each reply's prompt_tokens
         self._queue = deque()
         self._open_call = None
@@ -301,18 +329,22 @@ class LLMAgent:
                 log.warning("model call failed (%s); retry %d/%d in %.1fs", exc, attempt, self.max_retries, delay)
                 _sleep(delay)
         duration = time.perf_counter() - t0
+        cost = self._count(reply.usage)
+        if reply.usage["prompt_tokens"] > 0 and chars > 0:
+            self._tokens_per_char = reply.usage["prompt_tokens"] / chars
+        index = self._record(sent, reply, errors=errors, trims=trims, duration_s=duration, outcome="ok", cost=cost)
+        return index, reply
+
+    def _count(self, usage: dict[str, int]) -> float | None:
+        """Add one reply's usage to the episode's; returns its cost."""
         self.model_calls += 1
-        usage = reply.usage
         self.tokens_used += usage["total_tokens"]
         self.prompt_tokens += usage["prompt_tokens"]
         self.completion_tokens += usage["completion_tokens"]
         cost = self.cost_of(usage)
         if cost is not None:
             self.cost_usd = (self.cost_usd or 0.0) + cost
-        if usage["prompt_tokens"] > 0 and chars > 0:
-            self._tokens_per_char = usage["prompt_tokens"] / chars
-        index = self._record(sent, reply, errors=errors, trims=trims, duration_s=duration, outcome="ok", cost=cost)
-        return index, reply
+        return cost
 
     # -- context management --------------------------------------------------------------
     def _prompt_budget(self) -> int | None:
@@ -350,12 +382,21 @@ class LLMAgent:
     def _trim(self, target_tokens: int, *, reason: str) -> dict[str, Any]:
         """Shrink the conversation to about `target_tokens`; the task prompt (messages[0]) is never touched.
 
-        Stages, each only while over the target: cut old outputs (head and tail, strategy
-        "truncate"); replace them by a note; drop the oldest whole turns (a note says how many);
-        then protect fewer recent turns, down to the latest, whose outputs are cut last.
+        Strategy "summarize" first replaces the oldest turns by one summary the model writes (one
+        extra call, `_summarize`); what follows runs when that is not enough, or when the summary
+        call failed (the "drop" stages). Stages, each only while over the target: cut old outputs
+        (head and tail, strategy "truncate"); replace them by a note; drop the oldest whole turns (a
+        note says how many); then protect fewer recent turns, down to the latest, whose outputs are
+        cut last.
         """
         before = self._estimate()
-        elided = clipped = dropped = 0
+        elided = clipped = dropped = summarized = 0
+        summary: dict[str, Any] | None = None
+        if self.context_strategy == "summarize":
+            protect_from = self._summary_split(target_tokens)
+            if protect_from is not None:
+                summary = self._summarize(protect_from, target_tokens)
+                summarized = summary["turns"] if summary["outcome"] == "ok" else 0
         keep = self.keep_last_turns
         while self._estimate() > target_tokens:
             starts = self._turn_starts()
@@ -379,15 +420,167 @@ class LLMAgent:
             if self._estimate() > target_tokens:
                 elided += self._elide_outputs(latest, target_tokens)
             break
-        changed = bool(elided or clipped or dropped)
+        changed = bool(elided or clipped or dropped or summarized)
         if changed:
             self.context_trims += 1
         after = self._estimate()
-        log.info("context trimmed (%s): ~%d -> ~%d tokens (target %d); %d output(s) cut, %d elided, %d turn(s) dropped",
-                 reason, before, after, target_tokens, clipped, elided, dropped)
-        return {"reason": reason, "target_tokens": target_tokens, "estimated_tokens_before": before,
+        log.info("context trimmed (%s): ~%d -> ~%d tokens (target %d); %d turn(s) summarised, %d output(s) cut, "
+                 "%d elided, %d turn(s) dropped", reason, before, after, target_tokens, summarized, clipped, elided,
+                 dropped)
+        trim = {"reason": reason, "target_tokens": target_tokens, "estimated_tokens_before": before,
                 "estimated_tokens_after": after, "clipped": clipped, "elided": elided, "dropped_turns": dropped,
                 "changed": changed}
+        if summary is not None:
+            trim["summarized_turns"] = summarized
+            trim["summary"] = summary
+        return trim
+
+    # -- summaries (strategy "summarize") ------------------------------------------------------
+    def _preamble(self) -> tuple[int | None, int | None, int]:
+        """(index of the summary, index of the drop note, first index after them): the notes that may
+        follow the task prompt, in that order (a summary, then the turns dropped after it)."""
+        summary_at = note_at = None
+        i = 1
+        if i < len(self.messages) and _is_summary(self.messages[i]):
+            summary_at, i = i, i + 1
+        if i < len(self.messages) and _is_drop_note(self.messages[i]):
+            note_at, i = i, i + 1
+        return summary_at, note_at, i
+
+    def _summary_tokens(self, target: int) -> int:
+        """The most tokens the summary may take: `summary_max_tokens`, at most a quarter of the target."""
+        return max(64, min(self.summary_max_tokens, target // 4))
+
+    def _summary_split(self, target: int) -> int | None:
+        """Where the turns kept whole start (a turn start) when the ones before are summarised, or None
+        when no summary would help: no whole turn to summarise, or less to remove than the summary adds.
+
+        Keeps the most recent turns it can (up to `keep_last_turns`) while the result fits the target,
+        else only the latest.
+        """
+        _, _, first = self._preamble()
+        starts = [i for i in self._turn_starts() if i >= first]
+        if len(starts) < 2:
+            return None
+        estimate, out = self._estimate(), self._summary_tokens(target)
+        chosen = None
+        for keep in range(min(self.keep_last_turns, len(starts) - 1), 0, -1):
+            protect_from = starts[-keep]
+            removed = int(sum(len(json.dumps(m, ensure_ascii=False)) for m in self.messages[1:protect_from])
+                          * self._tokens_per_char)
+            if removed <= out:
+                continue  # replacing these turns by a summary would not make the conversation shorter
+            chosen = protect_from
+            if estimate - removed + out <= target:
+                break
+        return chosen
+
+    def _summarize(self, protect_from: int, target: int) -> dict[str, Any]:
+        """Replace messages[1:protect_from] (the earlier notes and the oldest whole turns) by one summary
+        that the model writes, in one extra call without tools; counted and recorded like any call,
+        with `"purpose": "summary"`. Returns what happened; on any failure (an error, an overflow, no
+        text) the conversation is left as it was and the caller drops turns instead.
+        """
+        client = self._get_client()
+        old = self.messages[1:protect_from]
+        summary_at, note_at, _ = self._preamble()
+        turns = sum(1 for m in old if m.get("role") == "assistant")
+        if summary_at is not None:
+            turns += int(_SUMMARY_RE.match(self.messages[summary_at]["content"]).group(1))  # type: ignore[union-attr]
+        if note_at is not None:
+            turns += int(self.messages[note_at]["content"].split()[0][1:])
+        out_tokens = self._summary_tokens(target)
+        request = self._summary_request(old, out_tokens)
+        if request is None:
+            return {"outcome": "failed", "turns": 0, "call": None,
+                    "error": "the context window leaves no room for a summary request"}
+        messages = [{"role": "user", "content": request}]
+        params: dict[str, Any] = {"model": self.model, "max_tokens": out_tokens}
+        if self.provider == "anthropic" and self.thinking_budget_tokens:
+            params["max_tokens"] = out_tokens + self.thinking_budget_tokens  # thinking counts in max_tokens
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if self.seed is not None:
+            params["seed"] = self.seed
+        sent = copy.deepcopy(client.wire_messages(SUMMARY_SYSTEM_PROMPT, messages))
+        errors: list[str] = []
+        failure: str | None = None
+        reply: ModelReply | None = None
+        attempt = 0
+        t0 = time.perf_counter()
+        while True:
+            self.requests += 1
+            t0 = time.perf_counter()
+            try:
+                reply = client.complete(system=SUMMARY_SYSTEM_PROMPT, messages=messages, tools=[], params=params)
+                break
+            except ContextLengthError as exc:
+                errors.append(str(exc)[:300])
+                if exc.limit_tokens:
+                    self.context_window_tokens = min(self.context_window_tokens or exc.limit_tokens, exc.limit_tokens)
+                failure = "the summary request did not fit the context window"
+                break
+            except TransientModelError as exc:
+                errors.append(str(exc)[:300])
+                if attempt >= self.max_retries:
+                    failure = f"the summary call failed {attempt + 1} times"
+                    break
+                delay = exc.retry_after_s
+                if delay is None:
+                    delay = self.retry_base_s * 2 ** attempt * (0.5 + self._rng.random())
+                attempt += 1
+                log.warning("summary call failed (%s); retry %d/%d in %.1fs", exc, attempt, self.max_retries, delay)
+                _sleep(delay)
+            except ModelCallError as exc:
+                errors.append(str(exc)[:300])
+                failure = "the summary call failed"
+                break
+        duration = time.perf_counter() - t0
+        cost = None
+        text = ""
+        if reply is not None:
+            cost = self._count(reply.usage)
+            self.summary_calls += 1
+            text = (reply.text or "").strip()
+            if not text:
+                failure = "the model wrote no summary"
+        index = self._record(sent, reply, errors=errors, trims=[], duration_s=duration,
+                             outcome="ok" if failure is None else "failed", cost=cost, purpose="summary",
+                             system=SUMMARY_SYSTEM_PROMPT, params=params)
+        if reply is not None:
+            self._side_calls.append((index, reply.usage))
+        if failure is not None:
+            log.warning("%s (%s); dropping old turns instead", failure, errors[-1] if errors else "no text")
+            return {"outcome": "failed", "turns": 0, "call": index, "error": failure}
+        limit = max(int(out_tokens / self._tokens_per_char), 200)
+        if len(text) > limit:  # a server that overran max_tokens must not undo the trim
+            text = text[:limit] + " [...]"
+        self.messages[1:protect_from] = [{"role": "user", "content": f"{_SUMMARY_HEAD.format(n=turns)}\n{text}"}]
+        return {"outcome": "ok", "turns": turns, "call": index, "chars": len(text)}
+
+    def _summary_request(self, old: list[dict[str, Any]], out_tokens: int) -> str | None:
+        """The text that asks for the summary: the task's opening, the transcript of `old` (outputs cut so
+        that the request fits the window, less the reply), and the instruction; None when nothing fits."""
+        task = self.messages[0]["content"] if isinstance(self.messages[0].get("content"), str) else ""
+        head = "The agent's task begins:\n" + _clip(task, _TASK_HEAD_CHARS) + "\n\nThe transcript to replace:\n"
+        ask = "\n\n" + _SUMMARY_ASK.format(words=max(50, int(out_tokens * 0.6)))
+        room = None
+        if self.context_window_tokens:
+            # The reply's tokens, and a margin for the estimate and the request's own framing.
+            fit = int((self.context_window_tokens - out_tokens) * 0.9) - 64
+            room = int(fit / self._tokens_per_char) - len(SUMMARY_SYSTEM_PROMPT) - len(head) - len(ask)
+            if room < 400:
+                return None
+        transcript = ""
+        for cap in _SUMMARY_OUTPUT_CAPS:
+            transcript = _transcript(old, cap)
+            if room is None or len(transcript) <= room:
+                break
+        if room is not None and len(transcript) > room:
+            half = room // 2 - 60
+            transcript = (transcript[:half] + f"\n[... {len(transcript) - 2 * half:,} characters of the transcript "
+                          "left out ...]\n" + transcript[-half:])
+        return head + transcript + ask
 
     def _clip_outputs(self, holders: list[tuple[dict[str, Any], str]], target: int) -> int:
         n, half = 0, self.truncated_observation_chars // 2
@@ -415,9 +608,8 @@ class LLMAgent:
 
     def _drop_turns(self, protect_from: int, target: int) -> int:
         """Drop whole turns (an assistant message and what answered it) after the prompt, oldest first."""
-        note_at = 1 if len(self.messages) > 1 and _is_drop_note(self.messages[1]) else None
-        earlier = int(self.messages[1]["content"].split()[0][1:]) if note_at else 0
-        first = 2 if note_at else 1
+        _, note_at, first = self._preamble()  # a summary stays; the note counts the turns dropped after it
+        earlier = int(self.messages[note_at]["content"].split()[0][1:]) if note_at is not None else 0
         starts = [i for i in self._turn_starts() if first <= i < protect_from]
         if not starts:
             return 0
@@ -431,26 +623,31 @@ class LLMAgent:
                 break
         del self.messages[first:cut_to]
         note = {"role": "user", "content": _DROPPED.format(n=earlier + n)}
-        if note_at:
-            self.messages[1] = note
+        if note_at is not None:
+            self.messages[note_at] = note
         else:
-            self.messages.insert(1, note)
+            self.messages.insert(first, note)
         return n
 
     # -- records ---------------------------------------------------------------------------
     def _record(self, sent: list[dict[str, Any]], reply: ModelReply | None, *, errors: list[str],
-                trims: list[dict[str, Any]], duration_s: float, outcome: str, cost: float | None = None) -> int | None:
+                trims: list[dict[str, Any]], duration_s: float, outcome: str, cost: float | None = None,
+                purpose: str | None = None, system: str | None = None,
+                params: dict[str, Any] | None = None) -> int | None:
+        """Record one call; `purpose` marks a call that is not a turn of the conversation ("summary")."""
         recorder = self._recorder
         if recorder is None or not callable(getattr(recorder, "record_model_call", None)):
             return None
         data: dict[str, Any] = {
             "api": self._get_client().api, "provider": self.provider, "model": self.model,
-            "params": {k: v for k, v in self._params().items() if k != "model"},
-            "system": self.system_prompt, "messages": sent, "outcome": outcome,
+            "params": {k: v for k, v in (params or self._params()).items() if k != "model"},
+            "system": system or self.system_prompt, "messages": sent, "outcome": outcome,
             "duration_s": round(duration_s, 4), "errors": errors,
             "context_trims": [t for t in trims if t["changed"]],
             "agent_info": self.describe(),
         }
+        if purpose is not None:
+            data["purpose"] = purpose
         if reply is not None:
             data.update(response={"message": reply.message, "text": reply.text, "reasoning": reply.reasoning,
                                   "tool_calls": reply.tool_calls, "finish_reason": reply.finish_reason,
@@ -459,18 +656,22 @@ class LLMAgent:
         return recorder.record_model_call(data)
 
     def _emit(self, action: Action, replies: list[tuple[int | None, ModelReply]] | None) -> Action:
+        side, self._side_calls = self._side_calls, []
         if self._recorder is not None:
             usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
             cost: float | None = 0.0 if self.cost_usd is not None else None
-            for _, reply in replies or []:
+            calls = [(i, reply.usage) for i, reply in replies or []] + side
+            for _, call_usage in calls:
                 for key in usage:
-                    usage[key] += reply.usage.get(key, 0)
-                c = self.cost_of(reply.usage)
+                    usage[key] += call_usage.get(key, 0)
+                c = self.cost_of(call_usage)
                 if c is not None:
                     cost = (cost or 0.0) + c
             note: dict[str, Any] = {"usage": usage, "model": self.model, "provider": self.provider,
                                     "cost_usd": cost, "tokens_used": self.tokens_used, "cost_usd_total": self.cost_usd,
-                                    "model_calls": [i for i, _ in replies or [] if i is not None]}
+                                    "model_calls": sorted(i for i, _ in calls if i is not None)}
+            if side:
+                note["summary_calls"] = [i for i, _ in side if i is not None]
             if replies and replies[-1][1].text:
                 note["message"] = {"role": "assistant", "content": replies[-1][1].text}
             self._recorder.annotate_next_step(note)
@@ -481,6 +682,56 @@ def _is_drop_note(message: dict[str, Any]) -> bool:
     content = message.get("content")
     return (message.get("role") == "user" and isinstance(content, str) and content.startswith("[")
             and content.endswith("dropped to fit the context window]"))
+
+
+def _is_summary(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return message.get("role") == "user" and isinstance(content, str) and _SUMMARY_RE.match(content) is not None
+
+
+def _clip(text: str, cap: int) -> str:
+    if len(text) <= cap:
+        return text
+    half = cap // 2
+    return text[:half] + f"\n[... {len(text) - 2 * half:,} characters ...]\n" + text[-half:]
+
+
+def _block_text(content: Any) -> str:
+    if isinstance(content, list):  # Anthropic tool_result content may be a list of text blocks
+        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return "" if content is None else str(content)
+
+
+def _transcript(messages: list[dict[str, Any]], cap: int) -> str:
+    """Messages of either API as plain text for the summary request; each output and argument list cut
+    to `cap` characters. Thinking is left out (it is the model's own, and Anthropic signs it)."""
+    lines: list[str] = []
+    for m in messages:
+        role, content = m.get("role"), m.get("content")
+        if role == "assistant":
+            blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+            for b in blocks:
+                if b.get("type") == "text" and b.get("text"):
+                    lines.append("AGENT: " + _clip(b["text"], cap))
+                elif b.get("type") == "tool_use":
+                    lines.append(f"CALL {b.get('name')}: " + _clip(json.dumps(b.get("input"), ensure_ascii=False), cap))
+            for c in m.get("tool_calls") or []:
+                fn = c.get("function") or {}
+                lines.append(f"CALL {fn.get('name')}: " + _clip(_block_text(fn.get("arguments")), cap))
+        elif role == "tool":
+            lines.append("RESULT: " + _clip(_block_text(content), cap))
+        elif isinstance(content, str):
+            if _is_summary(m):
+                lines.append("NOTES ON THE TURNS BEFORE: " + content.split("\n", 1)[-1])
+            else:
+                lines.append("USER: " + _clip(content, cap))
+        else:
+            for b in content or []:
+                if b.get("type") == "tool_result":
+                    lines.append("RESULT: " + _clip(_block_text(b.get("content")), cap))
+                elif b.get("type") == "text":
+                    lines.append("USER: " + _clip(b.get("text", ""), cap))
+    return "\n".join(lines)
 
 
 def _find_recorder(env: Any) -> Any:

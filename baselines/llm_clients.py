@@ -144,10 +144,11 @@ class OpenAIChatClient:
         openai = self._openai
         # No key: no Authorization header at all (the SDK's placeholder must not reach the server).
         extra_headers = {} if self._send_auth else {"Authorization": openai.Omit()}
+        # No tools (the agent's summary request): none sent, since servers refuse an empty list.
+        tool_args: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
         try:
             response = self._client.chat.completions.create(
-                messages=self.wire_messages(system, messages), tools=tools, tool_choice="auto",
-                extra_headers=extra_headers, **params)
+                messages=self.wire_messages(system, messages), extra_headers=extra_headers, **tool_args, **params)
         except openai.APIStatusError as exc:
             raise _classify_status(exc, self.where) from None
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
@@ -215,10 +216,11 @@ class AnthropicClient:
         max_tokens = params.pop("max_tokens", None) or self.max_tokens
         if self.thinking_budget_tokens:
             params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget_tokens}
+        if tools:  # none for the agent's summary request
+            params["tools"] = openai_to_anthropic_tools(tools)
         try:
             response = self._client.messages.create(
-                model=params.pop("model"), system=system, messages=messages,
-                tools=openai_to_anthropic_tools(tools), max_tokens=max_tokens, **params)
+                model=params.pop("model"), system=system, messages=messages, max_tokens=max_tokens, **params)
         except anthropic.APIStatusError as exc:
             raise _classify_status(exc, self.where) from None
         except (anthropic.APITimeoutError, anthropic.APIConnectionError) as exc:

@@ -258,9 +258,12 @@ def recorded_conversations(traj: Trajectory) -> list[dict[str, Any]]:
     context window, a new conversation starts; in it, the assistant turns from before the trim were
     not generated from the context shown, so they carry `"weight": 0` (OpenAI's fine-tuning format:
     not trained on); so does a turn with a call whose arguments are not a JSON object (kept as the
-    model wrote them, answered by the env's error, but not a target). Returns `[{"messages", "weights_zeroed", "last_call", "calls"}]`.
+    model wrote them, answered by the env's error, but not a target). Calls made for another purpose
+    than a turn (the `llm` agent's summaries of old turns, `"purpose": "summary"`) are no part of any
+    conversation; their summary appears where the agent put it, as a user message of the calls after.
+    Returns `[{"messages", "weights_zeroed", "last_call", "calls"}]`.
     """
-    calls = [c for c in traj.model_calls if c.response is not None]
+    calls = [c for c in traj.model_calls if c.response is not None and is_turn_call(c)]
     if not calls:
         return []
     sent_lists = dict(zip((c.index for c in traj.model_calls), model_call_messages(traj.model_calls)))
@@ -295,6 +298,12 @@ def recorded_conversations(traj: Trajectory) -> list[dict[str, Any]]:
                 zeroed += 1
         out.append({"messages": messages, "weights_zeroed": zeroed, "last_call": last, "calls": len(chain)})
     return out
+
+
+def is_turn_call(call: ModelCallRecord) -> bool:
+    """Whether a recorded call is a turn of the episode's conversation: not one that carries another
+    `purpose` (such as "summary"); records without the field are turns."""
+    return (call.model_extra or {}).get("purpose") in (None, "turn")
 
 
 def _has_malformed_call(message: dict[str, Any]) -> bool:

@@ -41,7 +41,9 @@ def _describe_call(step: StepRecord, max_chars: int) -> str:
 
 def _describe_model_call(call: Any, max_chars: int) -> str:
     usage = call.usage or {}
-    parts = [f"model call {call.index} ({call.model}): {call.n_messages} messages sent"]
+    purpose = (getattr(call, "model_extra", None) or {}).get("purpose")
+    what = f"{purpose} call" if purpose not in (None, "turn") else "model call"
+    parts = [f"{what} {call.index} ({call.model}): {call.n_messages} messages sent"]
     if usage:
         parts.append(f"{usage.get('prompt_tokens', '?')}+{usage.get('completion_tokens', '?')} tokens")
     if call.cost_usd is not None:

@@ -544,6 +544,9 @@ def _call_html(step: StepRecord, max_chars: int) -> str:
 def _model_call_html(call: ModelCallRecord, max_chars: int) -> str:
     resp = call.response or {}
     bits = [f"model call {call.index}"]
+    purpose = (call.model_extra or {}).get("purpose")
+    if purpose not in (None, "turn"):
+        bits.append(f"{purpose} (not a turn of the conversation)")
     if call.model:
         bits.append(str(call.model))
     tin, tout = _usage_tokens(call.usage)

@@ -130,3 +130,62 @@ def data_paths(prompt: str) -> tuple[str, str]:
     """(the data folder, the submission file) named in the task prompt."""
     data = next(w for w in prompt.split() if w.rstrip("/.`").endswith("/data")).strip("`").rstrip("/.")
     return data, data[: -len("data")] + "submission/submission.csv"
+
+
+# -- a server with a context window ------------------------------------------------------------------
+def request_tokens(body: dict[str, Any]) -> int:
+    """The size of a request as these fakes count it: a quarter of its characters (messages, tools, system)."""
+    return len(json.dumps(body["messages"]) + json.dumps(body.get("tools") or []) + json.dumps(body.get("system") or "")) // 4
+
+
+def is_summary_request(body: dict[str, Any]) -> bool:
+    """The llm agent asks for a summary without tools; every turn of the episode sends them."""
+    return not body.get("tools")
+
+
+class WindowedModel:
+    """A scripted model with a context window, for either protocol.
+
+    A request over `limit_tokens` gets that protocol's context-length error. A request without tools
+    (a summary request) gets `summaries(body, n)` (a reply tuple; by default a text naming its number,
+    `NOTES-n`); any other request plays the next of `actions`, and then submits. Counts what it saw.
+    """
+
+    def __init__(self, actions: list[tuple[str, Any]], *, limit_tokens: int, anthropic: bool,
+                 summaries: Callable[[dict[str, Any], int], tuple[Any, ...]] | None = None) -> None:
+        self.actions = list(actions)
+        self.limit_tokens = limit_tokens
+        self.anthropic = anthropic
+        self.summaries = summaries
+        self.context_errors = 0
+        self.summary_requests: list[dict[str, Any]] = []
+        self.turn_requests: list[dict[str, Any]] = []
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
+
+    def __call__(self, body: dict[str, Any]) -> tuple[Any, ...]:
+        tokens = request_tokens(body)
+        if tokens > self.limit_tokens:
+            self.context_errors += 1
+            return an_context_error(self.limit_tokens) if self.anthropic else oa_context_error(self.limit_tokens)
+        if is_summary_request(body):
+            self.summary_requests.append(body)
+            n = len(self.summary_requests)
+            if self.summaries is not None:
+                out = self.summaries(body, n)
+            elif self.anthropic:
+                out = an_tools(text=f"NOTES-{n}: tried bash; outputs were long.", input_tokens=tokens, output_tokens=15)
+            else:
+                out = oa_text(f"NOTES-{n}: tried bash; outputs were long.", prompt_tokens=tokens, completion_tokens=15)
+        else:
+            self.turn_requests.append(body)
+            action = self.actions.pop(0) if self.actions else ("submit", {})
+            out = (an_tools(action, input_tokens=tokens, output_tokens=20) if self.anthropic
+                   else oa_tools(action, prompt_tokens=tokens, completion_tokens=20))
+        if out[0] == 200:
+            usage = out[1]["usage"]
+            self.usage["prompt_tokens"] += usage.get("prompt_tokens", usage.get("input_tokens", 0))
+            self.usage["completion_tokens"] += usage.get("completion_tokens", usage.get("output_tokens", 0))
+        return out
+
+    def script(self, n: int = 200) -> list[Reply]:
+        return [self] * n

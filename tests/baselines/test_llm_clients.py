@@ -286,7 +286,7 @@ def test_provider_rules() -> None:
     with pytest.raises(ValueError, match="provider must be one of openai, anthropic, got 'bedrock'"):
         pick_provider("bedrock", "m", None)
     with pytest.raises(ValueError, match="context_strategy must be one of truncate, drop"):
-        get_agent("llm", model="m", tools=[{}], context_strategy="summarise")
+        get_agent("llm", model="m", tools=[{}], context_strategy="compress")
 
 
 def _conversation(provider: str, n_turns: int, output_chars: int) -> list[dict[str, Any]]:
