@@ -73,3 +73,8 @@ def load_answers_csv(path: Path) -> pd.DataFrame:
 def clear_answers_cache() -> None:
     """Forget every cached answers frame (the next grading reads its file again)."""
     _CACHE.clear()
+
+
+def set_cache_limit(max_bytes: int) -> None:
+    """Cap what the cached answers may hold in all (a grading worker keeps a smaller share)."""
+    _CACHE.max_bytes = max_bytes

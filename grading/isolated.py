@@ -11,6 +11,14 @@ Children come from multiprocessing's forkserver, which imports this module and t
 registry (pandas, scikit-learn) once, so a child starts in milliseconds instead of re-importing
 them. Plain `fork` is never used: the host process has threads, and forking one is unsafe.
 Results come back as JSON text, so the parent never unpickles what the child sends.
+
+A child is a long-lived worker: it serves one request at a time and waits for the next, so the
+private answers it parsed stay in its memory (`mle_gym.grading.answers`) and the next grading
+or `validate_submission` of the same dataset skips reading them. Its memory limit is set anew
+before each request (what the work may add to the worker as it stands). A worker that hit a
+limit, failed, or served `_MAX_TASKS` requests is not used again; an idle one exits on its own
+after `_IDLE_EXIT_S` seconds, and a worker never sees two requests at once (concurrent gradings
+each get their own, up to `_MAX_IDLE` kept waiting).
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ import multiprocessing
 import os
 import resource
 import signal
+import threading
+import time
 import traceback
 from multiprocessing import forkserver, popen_forkserver, spawn, util
 from multiprocessing.connection import Connection, wait
@@ -57,6 +67,15 @@ _EXIT_GRACE_S = 5.0
 # cut to this many characters, so a result always fits the parent's cap on what it reads.
 _MAX_MESSAGE_CHARS = 100_000
 _MAX_RESULT_BYTES = 16 * MIB
+# A worker with no request for this long exits; the parent stops reusing it a little earlier.
+_IDLE_EXIT_S = 120.0
+_REUSE_MARGIN_S = 15.0
+# Requests one worker serves before it is retired (bounds what a slow leak can build up).
+_MAX_TASKS = 1000
+# Idle workers kept for reuse; more run at once when gradings overlap, and exit when done.
+_MAX_IDLE = max(2, min(os.cpu_count() or 2, 8))
+# The answers a worker keeps cached (its share of the host's memory, next to its grading limit).
+_WORKER_ANSWERS_BYTES = 1 * GIB
 
 
 class GradingLimits(BaseModel):
@@ -203,37 +222,116 @@ def _context() -> multiprocessing.context.ForkServerContext:
     return context
 
 
+class _Worker:
+    """One long-lived grading process and the parent's end of its pipe."""
+
+    def __init__(self, memory_bytes: int) -> None:
+        context = _context()
+        self.conn, child_end = context.Pipe(duplex=True)
+        self.memory_bytes = memory_bytes
+        self.process = _GradingProcess(target=_worker_main, args=(child_end, memory_bytes, _IDLE_EXIT_S), daemon=True,
+                                       name="mle-gym-grading-worker")
+        try:
+            self.process.start()
+        except OSError as exc:
+            self.conn.close()
+            raise GradingError(f"could not start a grading process: {exc}. Check the host's process and memory "
+                               "limits.") from exc
+        finally:
+            child_end.close()  # so that the worker's exit reads as end of file here
+        self.tasks = 0
+        self.last_used = time.monotonic()
+
+    def reusable(self) -> bool:
+        return (self.process.is_alive() and self.tasks < _MAX_TASKS
+                and time.monotonic() - self.last_used < _IDLE_EXIT_S - _REUSE_MARGIN_S)
+
+    def stop(self) -> None:
+        self.conn.close()
+        if self.process.is_alive():
+            self.process.kill()
+        if self.process.pid is not None:
+            self.process.join()
+        self.process.close()
+
+
+class _Workers:
+    """The idle workers of this process, by memory limit; a worker is out of the list while it works."""
+
+    def __init__(self) -> None:
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+
+    def take(self, memory_bytes: int) -> _Worker:
+        with self._lock:
+            stale = [w for w in self._idle if not w.reusable()]
+            self._idle = [w for w in self._idle if w not in stale]
+            found = next((w for w in reversed(self._idle) if w.memory_bytes == memory_bytes), None)
+            if found is not None:
+                self._idle.remove(found)
+        for worker in stale:
+            worker.stop()
+        return found if found is not None else _Worker(memory_bytes)
+
+    def give_back(self, worker: _Worker, healthy: bool) -> None:
+        worker.tasks += 1
+        worker.last_used = time.monotonic()
+        if healthy and worker.reusable():
+            with self._lock:
+                if len(self._idle) < _MAX_IDLE:
+                    self._idle.append(worker)
+                    return
+        worker.stop()
+
+    def idle_pids(self) -> list[int]:
+        with self._lock:
+            return [w.process.pid for w in self._idle if w.process.pid is not None]
+
+    def shutdown(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.stop()
+
+
+_WORKERS = _Workers()
+
+
+def shutdown_workers() -> None:
+    """End this process's idle grading workers now (they also exit on their own when idle, or with it)."""
+    _WORKERS.shutdown()
+
+
+def idle_worker_pids() -> list[int]:
+    """The process ids of the grading workers waiting for a request (for tests and diagnostics)."""
+    return _WORKERS.idle_pids()
+
+
 def _run_child(request: dict[str, Any], limits: GradingLimits) -> dict[str, Any]:
-    """Run `request` in a fresh child; its result, or {"kind": "memory" | "timeout", ...}."""
-    context = _context()
-    receiver, sender = context.Pipe(duplex=False)
-    process = _GradingProcess(target=_child_main, args=(sender, request, limits.memory_bytes), daemon=True,
-                              name=f"mle-gym-{request['task']}-{request['competition_id']}")
+    """Run `request` in a grading worker; its result, or {"kind": "memory" | "timeout", ...}."""
+    worker = _WORKERS.take(limits.memory_bytes)
+    healthy = False
     try:
         try:
-            process.start()
-        except OSError as exc:
-            raise GradingError(
-                f"could not start the grading process of {request['competition_id']}: {exc}. "
-                "Check the host's process and memory limits."
-            ) from exc
-        sender.close()  # so that the child's exit reads as end of file here
-        if not wait([receiver, process.sentinel], timeout=limits.timeout_s):
+            worker.conn.send_bytes(json.dumps(request).encode())
+        except OSError:  # it went away while idle (killed from outside): one fresh worker, once
+            worker.stop()
+            worker = _Worker(limits.memory_bytes)
+            worker.conn.send_bytes(json.dumps(request).encode())
+        if not wait([worker.conn, worker.process.sentinel], timeout=limits.timeout_s):
             log.warning("%s: the %s process ran past %g s; killing it", request["competition_id"],
                         request["task"], limits.timeout_s)
             return {"kind": "timeout"}
-        payload = _receive(receiver)
-        process.join(_EXIT_GRACE_S)
+        payload = _receive(worker.conn)
+        exitcode = None
+        if payload is None:
+            worker.process.join(_EXIT_GRACE_S)
+            exitcode = worker.process.exitcode
+        result = _outcome(request, payload, exitcode)
+        healthy = payload is not None and result["kind"] != "memory"
+        return result
     finally:
-        receiver.close()
-        sender.close()
-        if process.is_alive():
-            process.kill()
-        if process.pid is not None:
-            process.join()
-    exitcode = process.exitcode
-    process.close()
-    return _outcome(request, payload, exitcode)
+        _WORKERS.give_back(worker, healthy)
 
 
 def _receive(receiver: Connection) -> bytes | None:
@@ -335,8 +433,8 @@ def _validate(request: dict[str, Any]) -> dict[str, Any]:
 _TASKS = {"grade": _grade, "validate": _validate}
 
 
-def _child_main(sender: Connection, request: dict[str, Any], memory_bytes: int) -> None:
-    _limit_memory(memory_bytes)
+def _serve(request: dict[str, Any]) -> dict[str, Any]:
+    """One request's result in the worker: its outcome, {"kind": "memory"}, or a grading_error."""
     result: dict[str, Any] = {"kind": "memory"}
     try:
         result = _TASKS[request["task"]](request)
@@ -347,11 +445,32 @@ def _child_main(sender: Connection, request: dict[str, Any], memory_bytes: int) 
     except Exception as exc:  # noqa: BLE001 (not hidden: a bug is raised in the parent as GradingError)
         if not _caused_by_memory(exc):
             result = {"kind": "grading_error", "message": _error_message(exc, request)}
-    try:
-        sender.send_bytes(json.dumps(result).encode())
-    except MemoryError:
-        os._exit(_EXIT_OUT_OF_MEMORY)
-    sender.close()
+    return result
+
+
+def _worker_main(conn: Connection, memory_bytes: int, idle_exit_s: float) -> None:
+    # The user's Ctrl-C reaches the whole process group; a run's second Ctrl-C still grades what
+    # is on disk, so a worker leaves SIGINT to its parent, which ends it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from mle_gym.grading import answers
+
+    answers.set_cache_limit(_WORKER_ANSWERS_BYTES)
+    while True:
+        try:
+            if not conn.poll(idle_exit_s):
+                return  # idle too long: the parent no longer reuses it
+            request = json.loads(conn.recv_bytes())
+        except (EOFError, OSError):  # the parent went away
+            return
+        _limit_memory(memory_bytes)
+        result = _serve(request)
+        try:
+            conn.send_bytes(json.dumps(result).encode())
+        except MemoryError:
+            os._exit(_EXIT_OUT_OF_MEMORY)
+        if result["kind"] == "memory":
+            conn.close()
+            return  # the next request gets a fresh heap
 
 
 def _error_message(exc: Exception, request: dict[str, Any]) -> str:

@@ -15,7 +15,13 @@ from pydantic import ValidationError
 from mle_gym.competitions import Competition, get_competition
 from mle_gym.competitions.datasets import Dataset, load_dataset
 from mle_gym.errors import CompetitionNotFoundError, GradingError, InvalidSubmissionError
-from mle_gym.grading.isolated import GradingLimits, grade_isolated, validate_isolated
+from mle_gym.grading.isolated import (
+    GradingLimits,
+    grade_isolated,
+    idle_worker_pids,
+    shutdown_workers,
+    validate_isolated,
+)
 from mle_gym.grading.validation import read_submission_csv
 
 CACTUS = "aerial-cactus-identification"
@@ -38,7 +44,9 @@ def _validate_in_process(comp: Competition, submission: Path, private: Path) -> 
 
 
 def _no_children_left() -> bool:
-    return not [p for p in multiprocessing.active_children() if p.name.startswith("mle-gym-")]
+    """No grading is running: the only children left are idle workers waiting for the next request."""
+    idle = set(idle_worker_pids())
+    return not [p for p in multiprocessing.active_children() if p.name.startswith("mle-gym-") and p.pid not in idle]
 
 
 def _big_submission(path: Path, rows: int = 1_000_000) -> Path:
@@ -178,3 +186,70 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "script body ran", "(True, \"200 rows with columns ['id', 'has_cactus'] match the expected format\")"]
+
+
+# -- long-lived workers ------------------------------------------------------------------------------
+def test_a_worker_serves_the_next_request_and_sees_changed_answers(tmp_path: Path) -> None:
+    import os
+    import shutil
+    import signal
+    import time
+
+    shutdown_workers()
+    comp, data, sample = _sample(CACTUS)
+    private = tmp_path / "private"
+    shutil.copytree(data.private, private)
+    first = grade_isolated(CACTUS, sample, private, sample_data=True)
+    assert first == comp.grade(sample, private, sample_data=True)
+    (pid,) = idle_worker_pids()
+    os.kill(pid, signal.SIGINT)  # a Ctrl-C to the process group must not end it: a run still grades on disk
+    time.sleep(0.2)
+    assert validate_isolated(CACTUS, sample, private)[0]
+    assert idle_worker_pids() == [pid]  # the same worker, so the answers it parsed were at hand
+
+    # Answers prepared again (another file at the same path): the worker reads the new ones.
+    answers = private / "test.csv"
+    frame = pd.read_csv(answers)
+    frame["has_cactus"] = 1 - frame["has_cactus"]
+    frame.to_csv(answers, index=False)
+    perfect = tmp_path / "perfect.csv"
+    frame.to_csv(perfect, index=False)
+    report = grade_isolated(CACTUS, perfect, private, sample_data=True)
+    assert report.valid_submission and report.score == 1.0
+    assert report == comp.grade(perfect, private, sample_data=True)
+    assert idle_worker_pids() == [pid]
+
+
+def test_a_worker_that_hit_a_limit_is_replaced(tmp_path: Path) -> None:
+    comp, data, sample = _sample(CACTUS)
+    grade_isolated(CACTUS, sample, data.private, sample_data=True)
+    before = set(idle_worker_pids())
+    big = _big_submission(tmp_path / "submission.csv", rows=3_000_000)
+    report = grade_isolated(CACTUS, big, data.private, sample_data=True, limits=GradingLimits(memory_bytes=64 * 1024**2))
+    assert report.reason is not None and "limit memory_bytes" in report.reason
+    after = grade_isolated(CACTUS, sample, data.private, sample_data=True)
+    assert after == comp.grade(sample, data.private, sample_data=True)
+    timed_out = grade_isolated(CACTUS, big, data.private, sample_data=True, limits=GradingLimits(timeout_s=0.001))
+    assert timed_out.reason is not None and "limit timeout_s" in timed_out.reason
+    assert grade_isolated(CACTUS, sample, data.private, sample_data=True) == after
+    assert not before & set(idle_worker_pids()) or len(before) > 1  # the 64 MiB worker was not kept
+    assert _no_children_left()
+
+
+def test_concurrent_gradings_each_get_a_worker_of_their_own(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    comp, data, sample = _sample(CACTUS)
+    frame = comp.load_answers(data.private)
+    files = []
+    for k in range(6):  # six submissions with six different scores
+        sub = frame.copy()
+        sub.loc[: k * 20, "has_cactus"] = 1 - sub.loc[: k * 20, "has_cactus"]
+        path = tmp_path / f"s{k}.csv"
+        sub.to_csv(path, index=False)
+        files.append(path)
+    with ThreadPoolExecutor(6) as pool:
+        reports = list(pool.map(lambda p: grade_isolated(CACTUS, p, data.private, sample_data=True), files))
+    assert reports == [comp.grade(p, data.private, sample_data=True) for p in files]
+    assert len({r.score for r in reports}) == 6
+    assert _no_children_left()
