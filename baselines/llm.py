@@ -322,9 +322,7 @@ class LLMAgent:
                 if attempt >= self.max_retries:
                     raise ModelCallError(f"{client.where} failed {attempt + 1} times; last: {exc}. "
                                          "Check the base URL, the key and the server.") from None
-                delay = exc.retry_after_s
-                if delay is None:
-                    delay = self.retry_base_s * 2 ** attempt * (0.5 + self._rng.random())
+                delay = self._backoff_s(exc, attempt)
                 attempt += 1
                 log.warning("model call failed (%s); retry %d/%d in %.1fs", exc, attempt, self.max_retries, delay)
                 _sleep(delay)
@@ -345,6 +343,12 @@ class LLMAgent:
         if cost is not None:
             self.cost_usd = (self.cost_usd or 0.0) + cost
         return cost
+
+    def _backoff_s(self, exc: TransientModelError, attempt: int) -> float:
+        """How long to wait before retry `attempt + 1`: what the server asked for, else jittered exponential."""
+        if exc.retry_after_s is not None:
+            return exc.retry_after_s
+        return self.retry_base_s * 2 ** attempt * (0.5 + self._rng.random())
 
     # -- context management --------------------------------------------------------------
     def _prompt_budget(self) -> int | None:
@@ -525,9 +529,7 @@ class LLMAgent:
                 if attempt >= self.max_retries:
                     failure = f"the summary call failed {attempt + 1} times"
                     break
-                delay = exc.retry_after_s
-                if delay is None:
-                    delay = self.retry_base_s * 2 ** attempt * (0.5 + self._rng.random())
+                delay = self._backoff_s(exc, attempt)
                 attempt += 1
                 log.warning("summary call failed (%s); retry %d/%d in %.1fs", exc, attempt, self.max_retries, delay)
                 _sleep(delay)

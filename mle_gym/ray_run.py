@@ -29,6 +29,7 @@ from typing import Any
 
 from mle_gym.errors import MLEGymError
 from mle_gym.progress import Progress
+from mle_gym import ray_pool
 from mle_gym.ray_pool import RESOURCE
 from mle_gym.report import EpisodeRecord
 
@@ -41,10 +42,9 @@ class RayRunError(MLEGymError, RuntimeError):
 
 def _ray() -> Any:
     try:
-        import ray
+        return ray_pool._ray()
     except ImportError as exc:
         raise RayRunError("--ray needs Ray on this machine and on every node: pip install 'mle-gym[ray]'") from exc
-    return ray
 
 
 class _Desk:

@@ -35,14 +35,6 @@ from mle_gym.trajectory import TrajectoryRecorder, load_trajectory, model_call_m
 COMP = "mle/aerial-cactus"
 
 
-@pytest.fixture()
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The agent's backoff delays, recorded instead of slept."""
-    seen: list[float] = []
-    monkeypatch.setattr(llm_module, "_sleep", seen.append)
-    return seen
-
-
 def _play(tmp_path: Path, server: Any, *, max_steps: int = 30, **options: Any) -> tuple[Any, Any]:
     env = TrajectoryRecorder(gym.make(COMP, data="sample", sandbox="local", max_steps=max_steps), tmp_path / "traj")
     try:

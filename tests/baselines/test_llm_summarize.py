@@ -39,14 +39,6 @@ ASK = "Write the notes that replace the transcript above"
 SUMMARY_HEAD = "written by the model to fit the context window]"
 
 
-@pytest.fixture()
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The agent's backoff delays, recorded instead of slept."""
-    seen: list[float] = []
-    monkeypatch.setattr(llm_module, "_sleep", seen.append)
-    return seen
-
-
 def _play(tmp_path: Path, server: Any, **options: Any) -> tuple[Any, Any, Any]:
     env = TrajectoryRecorder(gym.make(COMP, data="sample", sandbox="local", max_steps=40), tmp_path / "traj")
     try:
