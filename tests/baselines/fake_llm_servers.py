@@ -189,3 +189,25 @@ class WindowedModel:
 
     def script(self, n: int = 200) -> list[Reply]:
         return [self] * n
+
+
+def play_llm_episode(tmp_path: Any, server: Any, *, max_steps: int = 30, **options: Any) -> tuple[Any, Any, Any]:
+    """One `llm` agent episode of aerial-cactus (sample data, local sandbox) against `server`, recorded:
+    (agent, outcome, trajectory)."""
+    import gymnasium as gym
+
+    import mle_gym  # noqa: F401  (registers the envs)
+    from mle_gym.baselines import get_agent
+    from mle_gym.runner import play_episode
+    from mle_gym.trajectory import TrajectoryRecorder, load_trajectory
+
+    env = TrajectoryRecorder(gym.make("mle/aerial-cactus", data="sample", sandbox="local", max_steps=max_steps),
+                             tmp_path / "traj")
+    try:
+        agent = get_agent("llm", env=env, seed=3, base_url=server.base_url, api_key="sk-test",
+                          retry_base_s=0.01, **options)
+        outcome = play_episode(env, agent, seed=3)
+        path = env.trajectory_path
+    finally:
+        env.close()
+    return agent, outcome, load_trajectory(path)

@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 from fake_llm_servers import (
+    play_llm_episode,
     an_context_error,
     an_tools,
     anthropic_server,
@@ -30,21 +31,14 @@ from mle_gym.baselines import llm as llm_module
 from mle_gym.baselines.llm_clients import ModelCallError, pick_provider
 from mle_gym.export import trajectory_to_records
 from mle_gym.runner import play_episode
-from mle_gym.trajectory import TrajectoryRecorder, load_trajectory, model_call_messages
+from mle_gym.trajectory import model_call_messages
 
 COMP = "mle/aerial-cactus"
 
 
 def _play(tmp_path: Path, server: Any, *, max_steps: int = 30, **options: Any) -> tuple[Any, Any]:
-    env = TrajectoryRecorder(gym.make(COMP, data="sample", sandbox="local", max_steps=max_steps), tmp_path / "traj")
-    try:
-        agent = get_agent("llm", env=env, seed=3, base_url=server.base_url, api_key="sk-test",
-                          retry_base_s=0.01, **options)
-        outcome = play_episode(env, agent, seed=3)
-        path = env.trajectory_path
-    finally:
-        env.close()
-    return outcome, load_trajectory(path)
+    _, outcome, traj = play_llm_episode(tmp_path, server, max_steps=max_steps, **options)
+    return outcome, traj
 
 
 def _ok(requests: list[dict[str, Any]], statuses: list[int]) -> list[dict[str, Any]]:

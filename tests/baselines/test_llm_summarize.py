@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import pytest
 from fake_llm_servers import (
+    play_llm_episode,
     WindowedModel,
     an_context_error,
     an_tools,
@@ -31,8 +31,7 @@ import mle_gym  # noqa: F401  (registers the envs)
 from mle_gym.baselines import get_agent
 from mle_gym.baselines import llm as llm_module
 from mle_gym.export import is_turn_call, recorded_conversations, trajectory_to_records
-from mle_gym.runner import play_episode
-from mle_gym.trajectory import TrajectoryRecorder, load_trajectory, model_call_messages
+from mle_gym.trajectory import model_call_messages
 
 COMP = "mle/aerial-cactus"
 ASK = "Write the notes that replace the transcript above"
@@ -40,15 +39,7 @@ SUMMARY_HEAD = "written by the model to fit the context window]"
 
 
 def _play(tmp_path: Path, server: Any, **options: Any) -> tuple[Any, Any, Any]:
-    env = TrajectoryRecorder(gym.make(COMP, data="sample", sandbox="local", max_steps=40), tmp_path / "traj")
-    try:
-        agent = get_agent("llm", env=env, seed=3, base_url=server.base_url, api_key="sk-test",
-                          retry_base_s=0.01, **options)
-        outcome = play_episode(env, agent, seed=3)
-        path = env.trajectory_path
-    finally:
-        env.close()
-    return agent, outcome, load_trajectory(path)
+    return play_llm_episode(tmp_path, server, max_steps=40, **options)
 
 
 def _commands(n: int, chars: int = 4000) -> list[tuple[str, Any]]:
