@@ -92,3 +92,35 @@ def test_grading_scores_in_order_and_shuffled_alike() -> None:
     in_order = _validate(submission, answers)
     shuffled = _validate(submission.sample(frac=1.0, random_state=2), answers)
     pd.testing.assert_frame_equal(in_order, shuffled)
+
+
+@pytest.mark.parametrize("ids", [
+    ["d", "c", "b", "a"],                 # shuffled
+    ["d", "c", "b", "b"],                 # a duplicate, a missing id
+    ["d", "c", "b", "zz"],                # an unknown id
+    ["d", None, "b", "a"],                # a blank id
+    ["a", "b", "c"],                      # a row short
+])
+@pytest.mark.parametrize("na", [np.nan, pd.NA])  # pandas 3's default "str" dtype, and "string[pyarrow]"
+def test_arrow_held_text_ids_get_the_verdicts_of_pandas_hash_path(ids: list[str | None], na: object,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """With pyarrow, pandas may hold text ids in Arrow; they are matched by Arrow's hash lookup, with the same verdicts."""
+    pytest.importorskip("pyarrow")
+    from mle_gym.grading import validation
+
+    y = np.linspace(0.1, 0.9, len(ids))
+    arrow = pd.StringDtype(storage="pyarrow", na_value=na)
+    submission = pd.DataFrame({"id": pd.Series(ids, dtype=arrow), "y": y})
+    answers = ANSWERS.astype({"id": arrow})
+    held = _verdict(submission, answers)
+    monkeypatch.setattr(validation, "_arrow_strings", lambda key: None)
+    assert held == _verdict(submission, answers)
+
+
+def test_arrow_held_answers_with_a_repeated_id_are_a_grader_fault() -> None:
+    pytest.importorskip("pyarrow")
+    arrow = pd.StringDtype(storage="pyarrow")
+    answers = pd.DataFrame({"id": pd.Series(["a", "b", "b", "d"], dtype=arrow), "y": [0, 1, 0, 1]})
+    submission = pd.DataFrame({"id": pd.Series(["d", "b", "b", "a"], dtype=arrow), "y": [0.1] * 4})
+    with pytest.raises(GradingError, match="the answers hold duplicate ids"):
+        _validate(submission, answers)
