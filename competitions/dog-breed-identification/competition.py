@@ -58,7 +58,8 @@ def _photo(rng: np.random.Generator, colour: np.ndarray, size: int = 16) -> np.n
 
 def _ids(rng: np.random.Generator, n: int) -> list[str]:
     ids = {f"{int(rng.integers(0, 2**62)):016x}{int(rng.integers(0, 2**62)):016x}" for _ in range(n)}
-    return sorted(ids, key=lambda _: rng.random())[:n]
+    # the set's own order follows str hashing, which changes from one process to the next: sort it first
+    return sorted(sorted(ids), key=lambda _: rng.random())[:n]
 
 
 def make_raw(raw: Path, seed: int, n: int = 150, n_hidden: int = 5) -> None:
