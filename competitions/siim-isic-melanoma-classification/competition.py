@@ -15,119 +15,12 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from mle_gym.competitions.image_folders import encode_example, tfrecord_ids, write_tfrecords
+
 TEST_SHARDS = {"train00-2071.tfrec", "train06-2071.tfrec"}
 """The two of Kaggle's sixteen training shards that MLE-bench holds out (about 12.5 % of images)."""
 TEST_COLUMNS = ["image_name", "patient_id", "sex", "age_approx", "anatom_site_general_challenge"]
 TRAIN_COLUMNS = [*TEST_COLUMNS, "diagnosis", "benign_malignant", "target"]
-
-
-# -- TFRecord and protobuf ---------------------------------------------------------------------
-def _crc32c_table() -> list[int]:
-    table = []
-    for i in range(256):
-        crc = i
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_CRC_TABLE = _crc32c_table()
-
-
-def _masked_crc(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    crc ^= 0xFFFFFFFF
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def read_tfrecords(path: Path) -> list[bytes]:
-    """The payloads of a TFRecord file (length, length CRC, data, data CRC per record)."""
-    blob, records, pos = path.read_bytes(), [], 0
-    while pos < len(blob):
-        (length,) = struct.unpack_from("<Q", blob, pos)
-        records.append(blob[pos + 12 : pos + 12 + length])
-        pos += 12 + length + 4
-    return records
-
-
-def write_tfrecords(path: Path, payloads: list[bytes]) -> None:
-    with path.open("wb") as handle:
-        for data in payloads:
-            header = struct.pack("<Q", len(data))
-            handle.write(header + struct.pack("<I", _masked_crc(header)) + data + struct.pack("<I", _masked_crc(data)))
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        bits, value = value & 0x7F, value >> 7
-        out.append(bits | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def encode_example(features: dict[str, bytes | int]) -> bytes:
-    """A tf.train.Example with bytes features (bytes values) and int64 features (int values)."""
-    entries = b""
-    for key, value in features.items():
-        if isinstance(value, bytes):
-            feature = _field(1, _field(1, value))  # Feature.bytes_list.value
-        else:
-            feature = _field(3, _field(1, _varint(value & (2**64 - 1))))  # Feature.int64_list, packed
-        entries += _field(1, _field(1, key.encode()) + _field(2, feature))
-    return _field(1, entries)
-
-
-def _fields(message: bytes) -> list[tuple[int, bytes | int]]:
-    out, pos = [], 0
-    while pos < len(message):
-        key, pos = _read_varint(message, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _read_varint(message, pos)
-            out.append((number, value))
-        elif wire == 2:
-            length, pos = _read_varint(message, pos)
-            out.append((number, message[pos : pos + length]))
-            pos += length
-        elif wire in (1, 5):
-            pos += 8 if wire == 1 else 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-    return out
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return result, pos
-
-
-def example_bytes_feature(record: bytes, name: str) -> bytes:
-    """The first value of a bytes feature of a serialized tf.train.Example."""
-    for _, features in _fields(record):
-        for _, entry in _fields(features):  # type: ignore[arg-type]
-            parts = dict(_fields(entry))  # type: ignore[arg-type]
-            if parts.get(1) == name.encode():
-                bytes_list = dict(_fields(parts[2])).get(1)  # type: ignore[arg-type]
-                return dict(_fields(bytes_list))[1]  # type: ignore[arg-type,return-value]
-    raise KeyError(f"the record has no feature {name!r}")
-
-
-def ids_in_shard(path: Path) -> list[str]:
-    return [example_bytes_feature(r, "image_name").decode() for r in read_tfrecords(path)]
 
 
 # -- DICOM -----------------------------------------------------------------------------------------
@@ -184,7 +77,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     old_train = pd.read_csv(raw / "train.csv")
     test_ids: list[str] = []
     for shard in sorted(TEST_SHARDS):
-        test_ids.extend(ids_in_shard(raw / "tfrecords" / shard))
+        test_ids.extend(tfrecord_ids(raw / "tfrecords" / shard))
     in_test = old_train["image_name"].isin(test_ids)
     new_train, new_test = old_train[~in_test], old_train[in_test]
     _write_tables(new_train, new_test, public, private)

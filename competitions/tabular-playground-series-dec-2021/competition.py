@@ -6,13 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import infer_dtype, is_numeric_dtype
 from sklearn.model_selection import train_test_split
 
 from mle_gym.competitions.helpers import read_csv
-from mle_gym.errors import InvalidSubmissionError
+from mle_gym.grading.classification import check_sklearn_classes
 from mle_gym.grading.metrics import accuracy
-from mle_gym.grading.validation import align_to_answers, check_columns, check_ids, check_numeric
+from mle_gym.grading.validation import align_to_answers, check_columns, check_ids
 
 TARGET = "Cover_Type"
 NUMERIC = [
@@ -45,23 +44,7 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     """
     check_columns(submission, ["Id", TARGET])
     check_ids(submission, answers, "Id")
-    classes = submission[TARGET]
-    if is_numeric_dtype(classes):
-        check_numeric(submission, [TARGET])
-        values = classes.to_numpy()
-        if values.dtype.kind == "f":
-            with np.errstate(invalid="ignore"):
-                fractional = values != values.astype(np.int64)
-            if fractional.any():
-                raise InvalidSubmissionError(
-                    f"column {TARGET!r}: expected whole class numbers; found {int(fractional.sum())} other value(s), "
-                    f"e.g. {values[fractional][0].item()!r}"
-                )
-    elif (missing := int(classes.isna().sum())) or infer_dtype(classes, skipna=True) != "string":
-        # pandas types a big file in chunks of rows, so one text value can leave other chunks numeric.
-        found = f"{missing} missing value(s)" if missing else "numbers mixed with text"
-        raise InvalidSubmissionError(f"column {TARGET!r}: expected a class in every row, all numbers or all text; "
-                                     f"found {found}")
+    check_sklearn_classes(submission, TARGET)
     return align_to_answers(submission, answers, "Id")
 
 

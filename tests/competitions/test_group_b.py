@@ -207,9 +207,11 @@ def test_melanoma_tfrecord_round_trip(tmp_path: Path) -> None:
     payloads = [module.encode_example({"image": b"\xff\xd8jpeg", "image_name": f"ISIC_{i:07d}".encode(),
                                        "target": i % 2}) for i in range(3)]
     module.write_tfrecords(tmp_path / "x.tfrec", payloads)
-    assert module.ids_in_shard(tmp_path / "x.tfrec") == ["ISIC_0000000", "ISIC_0000001", "ISIC_0000002"]
-    assert module.example_bytes_feature(payloads[0], "image") == b"\xff\xd8jpeg"
+    assert module.tfrecord_ids(tmp_path / "x.tfrec") == ["ISIC_0000000", "ISIC_0000001", "ISIC_0000002"]
+    from mle_gym.competitions import image_folders
+
+    assert image_folders.example_bytes(payloads[0], "image") == b"\xff\xd8jpeg"
     # The record framing uses CRC-32C, masked as TFRecord readers expect (checked against a known value).
-    assert module._masked_crc(b"") == ((0 >> 15 | 0 << 17) + 0xA282EAD8) & 0xFFFFFFFF
+    assert image_folders._masked_crc32c(b"") == ((0 >> 15 | 0 << 17) + 0xA282EAD8) & 0xFFFFFFFF
 
 

@@ -353,15 +353,15 @@ def test_text_norm_prepare_splits_whole_sentences(name: str, lang: str, tmp_path
 
 def test_melanoma_prepare_holds_out_shards_00_and_06(tmp_path: Path) -> None:
     comp, raw, public, private = _prepared("melanoma", tmp_path)
-    expected = comp.module.ids_in_shard(raw / "tfrecords" / "train00-2071.tfrec") + comp.module.ids_in_shard(
+    expected = comp.module.tfrecord_ids(raw / "tfrecords" / "train00-2071.tfrec") + comp.module.tfrecord_ids(
         raw / "tfrecords" / "train06-2071.tfrec")
     answers = comp.load_answers(private)
     assert sorted(answers["image_name"]) == sorted(expected)
     shards = sorted(p.name for p in (public / "tfrecords").iterdir())
     assert shards == [f"test0{i}-2071.tfrec" for i in range(2)] + [f"train{i:02d}-{2061 if i == 13 else 2071}.tfrec"
                                                                    for i in range(14)]
-    assert sorted(comp.module.ids_in_shard(public / "tfrecords" / "test01-2071.tfrec")) == sorted(
-        comp.module.ids_in_shard(raw / "tfrecords" / "train06-2071.tfrec"))
+    assert sorted(comp.module.tfrecord_ids(public / "tfrecords" / "test01-2071.tfrec")) == sorted(
+        comp.module.tfrecord_ids(raw / "tfrecords" / "train06-2071.tfrec"))
     assert sorted(p.stem for p in (public / "jpeg" / "test").iterdir()) == sorted(expected)
     assert sorted(p.stem for p in (public / "test").iterdir()) == sorted(expected)
     dicom = next((public / "test").iterdir()).read_bytes()
