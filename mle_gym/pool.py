@@ -92,6 +92,26 @@ class EpisodePool:
     async def step(self, i: int, action: Any) -> tuple[Any, float, bool, bool, dict]:
         return await self._call(i, lambda env: env.step(action))
 
+    async def grade_on_disk(self, i: int) -> tuple[dict[str, Any] | None, float]:
+        """Grade episode i's submission file as it stands, for an episode its driver stopped before the
+        env ended it (a trainer's turn or time limit): (the grade report as a dict, the reward the env
+        gives for it); (None, 0.0) when the episode has no sandbox (never reset, or closed)."""
+        def grade(env: gym.Env) -> tuple[dict[str, Any] | None, float]:
+            inner = env.unwrapped
+            report = inner.grade_on_disk()  # type: ignore[attr-defined]
+            if report is None:
+                return None, 0.0
+            return report.model_dump(), float(inner.reward_of(report))  # type: ignore[attr-defined]
+
+        return await self._call(i, grade)
+
+    def restart(self, i: int) -> None:
+        """Close episode i's environment (after a harness fault left it in an unknown state); a new one
+        is made on its next reset. Raises EpisodeBusyError while a call to it is in flight."""
+        if self._busy[i]:
+            raise EpisodeBusyError(f"episode {i} is still running a call; it cannot be restarted now")
+        self._close_one(i)
+
     async def aclose(self) -> None:
         """Close every environment (in parallel) and the threads; never raises; safe to call twice."""
         if self._closed:

@@ -59,6 +59,13 @@ class _Episode:
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         return self.env.step(action)
 
+    def grade_on_disk(self) -> tuple[dict[str, Any] | None, float]:
+        inner = self.env.unwrapped
+        report = inner.grade_on_disk()
+        if report is None:
+            return None, 0.0
+        return report.model_dump(), float(inner.reward_of(report))
+
     def pid(self) -> int:
         import os
 
@@ -123,6 +130,10 @@ class RayEpisodePool:
 
     async def step(self, i: int, action: Any) -> tuple[Any, float, bool, bool, dict]:
         return await self._call(i, "step", action)
+
+    async def grade_on_disk(self, i: int) -> tuple[dict[str, Any] | None, float]:
+        """As `EpisodePool.grade_on_disk`: episode i's submission graded as it stands, and its reward."""
+        return await self._call(i, "grade_on_disk")
 
     def restart(self, i: int) -> None:
         """A fresh actor for episode i (after it died); reset it before stepping."""

@@ -399,6 +399,10 @@ class MLEEnv(gym.Env[str, dict]):
         assert self._submissions is not None
         return self._submissions.grade(path)
 
+    def reward_of(self, grade: GradeReport) -> float:
+        """The reward this env gives for `grade` under its `reward` setting (what a graded episode ends with)."""
+        return self._reward(grade)
+
     def _reward(self, grade: GradeReport) -> float:
         if not grade.valid_submission:
             return 0.0

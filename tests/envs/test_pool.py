@@ -102,3 +102,27 @@ def test_split_env_draws_its_competition_from_the_reset_seed() -> None:
         assert info["competition"] == "spooky-author-identification"
     with pytest.raises(ValueError, match="no split 'nope'"):
         split_members("nope")
+
+
+def test_an_episode_pool_restarts_an_episode_and_grades_one_on_disk() -> None:
+    import asyncio
+
+    from mle_gym.pool import EpisodePool
+
+    async def main() -> None:
+        async with EpisodePool.make("mle/aerial-cactus", 1, data="sample", sandbox="local", reward="percentile") as pool:
+            assert await pool.grade_on_disk(0) == (None, 0.0)  # not reset yet: no sandbox, nothing to grade
+            _, info = await pool.reset(0, seed=0)
+            first = pool.env(0)
+            grade, reward = await pool.grade_on_disk(0)
+            assert grade is not None and not grade["valid_submission"] and reward == 0.0  # nothing written yet
+            paths = info["paths"]
+            await pool.step(0, {"name": "bash", "arguments": {
+                "command": f"cp {paths['data']}/sample_submission.csv {info['submission_path']}"}})
+            grade, reward = await pool.grade_on_disk(0)
+            assert grade["valid_submission"] and grade["score"] == 0.5 and reward == pytest.approx(grade["percentile"])
+            pool.restart(0)
+            await pool.reset(0, seed=1)
+            assert pool.env(0) is not first
+
+    asyncio.run(main())

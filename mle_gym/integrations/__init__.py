@@ -1,0 +1,10 @@
+"""Trainer integrations: mle-gym episodes as the environments of RL and evaluation frameworks.
+
+Each integration lives in its own module and imports its framework only there, so importing
+`mle_gym` (or this package) never needs a trainer installed:
+
+- `mle_gym.integrations.verifiers_env`: a `verifiers` multi-turn environment (the extra
+  `mle-gym[verifiers]`), for `env.evaluate(...)`, `vf-eval` and trainers built on verifiers;
+- `mle_gym.integrations.scripted_server`: a scripted OpenAI-compatible chat server that answers
+  in raw text with `<tool_call>` blocks, to try an integration without a model (stdlib only).
+"""
