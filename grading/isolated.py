@@ -328,7 +328,7 @@ def _run_child(request: dict[str, Any], limits: GradingLimits) -> dict[str, Any]
             worker.process.join(_EXIT_GRACE_S)
             exitcode = worker.process.exitcode
         result = _outcome(request, payload, exitcode)
-        healthy = payload is not None and result["kind"] != "memory"
+        healthy = payload is not None and result["kind"] != "memory" and not result.get("retire")
         return result
     finally:
         _WORKERS.give_back(worker, healthy)
@@ -455,6 +455,7 @@ def _worker_main(conn: Connection, memory_bytes: int, idle_exit_s: float) -> Non
     from mle_gym.grading import answers
 
     answers.set_cache_limit(_WORKER_ANSWERS_BYTES)
+    start = _address_space()
     while True:
         try:
             if not conn.poll(idle_exit_s):
@@ -464,13 +465,19 @@ def _worker_main(conn: Connection, memory_bytes: int, idle_exit_s: float) -> Non
             return
         _limit_memory(memory_bytes)
         result = _serve(request)
+        # A worker that ran out of memory, or has kept more than a whole limit's worth (the heap
+        # does not always shrink back), retires: it says so in its reply, so the parent never
+        # sends it another request, and the next one gets a fresh heap.
+        retire = result["kind"] == "memory" or _address_space() > start + memory_bytes
+        if retire:
+            result["retire"] = True
         try:
             conn.send_bytes(json.dumps(result).encode())
         except MemoryError:
             os._exit(_EXIT_OUT_OF_MEMORY)
-        if result["kind"] == "memory":
+        if retire:
             conn.close()
-            return  # the next request gets a fresh heap
+            return
 
 
 def _error_message(exc: Exception, request: dict[str, Any]) -> str:
