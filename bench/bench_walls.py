@@ -137,7 +137,9 @@ def main() -> None:
         print(f"{key:28s} {new[key] * 1e3:10.3f} {old[key] * 1e3:10.3f} {new[key] / old[key]:7.2f}x")
     print()
     for side, m in med.items():
-        print(f"{side}: step bash / raw shell = {m['step bash'] / m['raw shell']:.2f}x")
+        per_round = sorted(r["step bash"] / r["raw shell"] for r in results[side])
+        print(f"{side}: step bash / raw shell = {m['step bash'] / m['raw shell']:.2f}x (medians); per round "
+              f"min {per_round[0]:.2f}x, median {statistics.median(per_round):.2f}x, max {per_round[-1]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import json
 import os
 import posixpath
 import pty
-import secrets
+import re
 import select
 import signal
 import stat
@@ -47,29 +47,24 @@ _FLOOD_POLL_S = 0.05
 # The end-of-command marker bash prints on the pty: one write (no leading newline: only markers
 # and bash's own notices reach the pty, so a marker never shares a line with command output).
 _MARKER_FORMAT = "'\\001%s %d %d\\002\\n'"
+# The lean form of the one request on the hot path, `exec` (see Helper.exec_fast): a request body
+# that starts with "X" rather than JSON's "{".
+_EXEC_REQUEST = struct.Struct(">dqq")
+_EXEC_REPLY = struct.Struct(">Bqqdiiqq")
+
+
+# How `_quote` writes each character bash's $'...' would not take as itself (no raw newline).
+_QUOTE_TABLE = {code: f"\\x{code:02x}" for code in range(0x20)}
+_QUOTE_TABLE.update({0x7F: "\\x7f", ord("\\"): "\\\\", ord("'"): "\\'", ord("\n"): "\\n", ord("\t"): "\\t"})
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def _quote(text: str) -> str:
     """Any string as one bash $'...' word without a raw newline."""
-    out = ["$'"]
-    for ch in text:
-        code = ord(ch)
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == "'":
-            out.append("\\'")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif 0xD800 <= code <= 0xDFFF:  # a lone surrogate cannot reach bash as UTF-8
-            out.append("\ufffd")
-        else:
-            out.append(ch)
-    out.append("'")
-    return "".join(out)
+    body = text.translate(_QUOTE_TABLE)
+    if not body.isascii():  # a lone surrogate cannot reach bash as UTF-8
+        body = _SURROGATES.sub("\ufffd", body)
+    return "$'" + body + "'"
 
 
 def _sh(text: str) -> str:
@@ -112,6 +107,9 @@ class Shell:
         self.counter = 0
         self.said = b""
         self._buf = b""
+        self._poller: select.poll | None = None
+        self._random = b""
+        self._random_at = 0
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -143,6 +141,8 @@ class Shell:
                 os._exit(127)
         os.close(null_fd)
         self.pid, self.master, self.log_fd = pid, master, log_fd
+        self._poller = select.poll()
+        self._poller.register(master, select.POLLIN)
         self.counter = 0
         self._buf = b""
         setup = "unset PROMPT_COMMAND __mle_c; set +o history; HISTFILE=; PS1=; PS2=; PS4=+; :"
@@ -174,8 +174,18 @@ class Shell:
                 except OSError:
                     pass
         self.pid = self.master = self.log_fd = -1
+        self._poller = None
 
     # -- the pty -----------------------------------------------------------------------
+    def _nonce(self) -> str:
+        """16 fresh random hex digits, from a pool filled 4 KiB at a time (one system call per
+        512 commands); the pool lives only in this process, which the agent cannot read."""
+        at = self._random_at
+        if at + 8 > len(self._random):
+            self._random, at = os.urandom(4096), 0
+        self._random_at = at + 8
+        return self._random[at : at + 8].hex()
+
     def _send(self, text: str) -> None:
         data = text.encode("utf-8", "surrogateescape")
         while data:
@@ -185,15 +195,20 @@ class Shell:
     def _line(self, body: str, timeout_s: float) -> int | None:
         """Send one line that ends with a fresh marker; its exit status, or None."""
         self.counter += 1
-        nonce = secrets.token_hex(8)
+        nonce = self._nonce()
         self._send(f"{body}; printf {_MARKER_FORMAT} {nonce} {self.counter} $?\n")
         return self._wait(nonce, self.counter, time.monotonic() + timeout_s)
 
     def _wait(self, nonce: str, n: int, deadline: float, watch=None) -> int | None:
-        """Read the pty until marker (nonce, n) shows; None at the deadline or if bash ended."""
+        """Read the pty until marker (nonce, n) shows; None at the deadline or if bash ended.
+
+        `watch` runs whenever about `_FLOOD_POLL_S` passed without the marker (output floods
+        reach the log, not the pty, so a quiet pty is when to look)."""
         want = b"\x01%s %d " % (nonce.encode(), n)
-        poller = select.poll()
-        poller.register(self.master, select.POLLIN)
+        poller = self._poller
+        if poller is None:
+            return None
+        next_watch = time.monotonic() + _FLOOD_POLL_S if watch is not None else None
         while True:
             at = self._buf.find(want)
             if at >= 0:
@@ -208,13 +223,19 @@ class Shell:
                         return 1
             if len(self._buf) > 65536:
                 self._buf = self._buf[-4096:]
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 return None
-            wait = min(left, _FLOOD_POLL_S) if watch else left
-            ready = poller.poll(max(int(wait * 1000), 1) if wait < 1e6 else None)
-            if watch is not None:
-                watch()
+            if next_watch is not None:
+                if now >= next_watch:
+                    watch()
+                    now = time.monotonic()
+                    next_watch = now + _FLOOD_POLL_S
+                wait = min(left, max(next_watch - now, 0.001))
+            else:
+                wait = left
+            ready = poller.poll(max(int(wait * 1000 + 0.999), 1) if wait < 1e6 else None)
             if not ready:
                 continue
             try:
@@ -229,7 +250,7 @@ class Shell:
     def run(self, command: str, timeout_s: float, watch=None) -> tuple[int | None, bool, str | None]:
         """(exit code, timed out, restart reason) of one command; output goes to the log."""
         quoted = _quote(command)
-        if len(quoted.encode("utf-8", "surrogateescape")) > MAX_INLINE_BYTES:
+        if len(quoted) > MAX_INLINE_BYTES // 4 and len(quoted.encode("utf-8", "surrogateescape")) > MAX_INLINE_BYTES:
             # Too long for one terminal line: the text travels in pieces into a variable (no
             # file, so nothing the agent did to a folder can stop it), then runs as one.
             pieces = [_quote(command[i : i + MAX_INLINE_BYTES // 4]) for i in range(0, len(command), MAX_INLINE_BYTES // 4)]
@@ -245,7 +266,7 @@ class Shell:
         if status != "$?":
             line += "; __mle_s=$?; unset __mle_c"
         self.counter += 1
-        n, nonce = self.counter, secrets.token_hex(8)
+        n, nonce = self.counter, self._nonce()
         self._send(f"{line}; printf {_MARKER_FORMAT} {nonce} {n} {status}\n")
         code = self._wait(nonce, n, time.monotonic() + timeout_s, watch)
         if code is not None:
@@ -445,21 +466,55 @@ class Helper:
         return {"pid": os.getpid(), "shell_pid": self.shell.pid, "uid": os.getuid()}, b""
 
     def op_exec(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
+        """A command in the shell, asked in JSON (the host uses `exec_fast`; tests use this)."""
+        (code, timed_out, restarted, total, head, tail, saved, duration, saved_capped) = self._exec(
+            req["command"], float(req["timeout_s"]), int(req["max_output_bytes"]), int(req["max_saved_bytes"]))
+        reply = {"exit_code": code, "timed_out": timed_out, "restarted": restarted, "total": total,
+                 "head": len(head), "tail": len(tail), "saved": saved, "duration_s": duration,
+                 "saved_capped": saved_capped}
+        return reply, head + tail
+
+    def exec_fast(self, body: bytes) -> bytes:
+        """A command in the shell, asked in the lean binary form; the whole reply frame.
+
+        The request is "X", then `_EXEC_REQUEST` (timeout, output cap, saved-output cap), then
+        the command's UTF-8. The reply frame is the 4-byte length, "X", `_EXEC_REPLY`, the
+        restart reason and saved path (UTF-8, their lengths in the struct, -1 for none), and
+        then, past the length, the head and tail of the output.
+        """
+        timeout_s, cap, keep = _EXEC_REQUEST.unpack_from(body, 1)
+        command = body[1 + _EXEC_REQUEST.size :].decode("utf-8", "surrogatepass")
+        (code, timed_out, restarted, total, head, tail, saved, duration, saved_capped) = self._exec(
+            command, timeout_s, cap, keep)
+        if code is not None and not -(1 << 63) <= code < (1 << 63):  # only a forged marker says so
+            reply = {"exit_code": code, "timed_out": timed_out, "restarted": restarted, "total": total,
+                     "head": len(head), "tail": len(tail), "saved": saved, "duration_s": duration,
+                     "saved_capped": saved_capped, "ok": True}
+            return _json_frame(reply, head + tail)
+        why = b"" if restarted is None else restarted.encode("utf-8", "surrogatepass")
+        where = b"" if saved is None else saved.encode("utf-8", "surrogatepass")
+        flags = (1 if code is not None else 0) | (2 if timed_out else 0) | (4 if saved_capped else 0)
+        fixed = _EXEC_REPLY.pack(flags, code or 0, total, duration, -1 if restarted is None else len(why),
+                                 -1 if saved is None else len(where), len(head), len(tail))
+        size = 1 + len(fixed) + len(why) + len(where)
+        return b"".join((_HEADER.pack(size), b"X", fixed, why, where, head, tail))
+
+    def _exec(self, command: str, timeout_s: float, cap: int, keep: int) -> tuple:
+        """(exit code, timed out, restart reason, total bytes, head, tail, saved path, seconds, saved capped)."""
         restarted = None
-        if not self.shell.alive():
-            self.shell.close()
-            self.shell.start()
+        shell = self.shell
+        if not shell.alive():
+            shell.close()
+            shell.start()
             restarted = "the previous shell had exited"
         self.exec_count += 1
-        keep = int(req["max_saved_bytes"])
-        cap = int(req["max_output_bytes"])
-        first = os.fstat(self.shell.log_fd)
+        first = os.fstat(shell.log_fd)
         state = {"start": first.st_size, "dropped": 0, "spill": None}
 
         def watch() -> None:
             # A flood (`yes`) must not fill the disk: past the saved-output cap, keep the
             # first part in the saved file and empty the log (writers append: safe).
-            fd = self.shell.log_fd
+            fd = shell.log_fd
             size = os.fstat(fd).st_size
             if size - state["start"] > keep + cap:
                 if state["spill"] is None:
@@ -473,26 +528,24 @@ class Helper:
                 state["start"] = 0
 
         started = time.monotonic()
-        code, timed_out, reason = self.shell.run(req["command"], float(req["timeout_s"]), watch)
+        code, timed_out, reason = shell.run(command, timeout_s, watch)
         duration = time.monotonic() - started
         if reason is not None:
             restarted = reason
-        fd = self.shell.log_fd  # a restart (or a reopen) may have changed the log
-        if fd >= 0:
-            now = os.fstat(fd)
-            if (now.st_dev, now.st_ino) != (first.st_dev, first.st_ino):
-                state["start"] = 0
+        fd = shell.log_fd  # a restart (or a reopen) may have changed the log
         if fd < 0:
-            return {"exit_code": None, "timed_out": timed_out, "restarted": restarted or "the shell is gone",
-                    "total": 0, "head": 0, "tail": 0, "saved": None, "duration_s": duration}, b""
-        end = os.fstat(fd).st_size
+            return None, timed_out, restarted or "the shell is gone", 0, b"", b"", None, duration, False
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (first.st_dev, first.st_ino):
+            state["start"] = 0
+        end = now.st_size
         start = min(state["start"], end)
         here = end - start
         total = state["dropped"] + here
         half = max(cap // 2, 1)
         saved = state["spill"]
         if total <= cap:
-            head, tail = os.pread(fd, here, start), b""
+            head, tail = (os.pread(fd, here, start) if here else b""), b""
         else:
             if saved is None:
                 saved = self._save(fd, start, min(here, keep))
@@ -502,10 +555,7 @@ class Helper:
             tail = os.pread(fd, min(half, here), end - min(half, here))
         if end > SHELL_LOG_ROTATE_BYTES:
             os.ftruncate(fd, 0)
-        reply = {"exit_code": code, "timed_out": timed_out, "restarted": restarted, "total": total,
-                 "head": len(head), "tail": len(tail), "saved": saved, "duration_s": duration,
-                 "saved_capped": total > keep}
-        return reply, head + tail
+        return code, timed_out, restarted, total, head, tail, saved, duration, total > keep
 
     def _save(self, fd: int, start: int, length: int) -> str | None:
         """Copy `length` bytes of the log from `start` into a file of its own; its path."""
@@ -806,7 +856,11 @@ def _fuse_devices() -> frozenset:
 
 
 def serve(handler: object, inp, out) -> None:
-    """Answer framed requests with `handler.op_<name>(request, payload)` until the input ends."""
+    """Answer framed requests with `handler.op_<name>(request, payload)` until the input ends;
+    a body that starts with "X" is a lean `exec` for `handler.exec_fast`."""
+    fast = getattr(handler, "exec_fast", None)
+    out.flush()
+    out_fd = out.fileno()
     while True:
         raw = _read_exact(inp, _HEADER.size)
         if raw is None:
@@ -817,6 +871,17 @@ def serve(handler: object, inp, out) -> None:
         header_raw = _read_exact(inp, length)
         if header_raw is None:
             return
+        if fast is not None and header_raw[:1] == b"X":
+            req = {"op": "exec"}
+            try:
+                _write_all(out_fd, fast(header_raw))
+                continue
+            except Exception as exc:  # noqa: BLE001 - said to the host below, as for any request
+                reply = _failure_reply(exc, req)
+                if reply is None:
+                    raise
+                _write_reply(out_fd, reply, b"")
+                continue
         req = json.loads(header_raw)
         data = _read_exact(inp, int(req.get("n", 0))) or b""
         method = getattr(handler, "op_" + str(req.get("op")), None)
@@ -825,21 +890,45 @@ def serve(handler: object, inp, out) -> None:
                 raise Failure("EINVAL", f"unknown request {req.get('op')!r}")
             reply, payload = method(req, data)
             reply["ok"] = True
-        except Failure as exc:
-            reply, payload = {"ok": False, "errno": exc.code, "message": str(exc)}, b""
-        except OSError as exc:
-            failure = _os_failure(exc, str(req.get("path", "")))
-            reply, payload = {"ok": False, "errno": failure.code, "message": str(failure)}, b""
-        except (RecursionError, ValueError, MemoryError, UnicodeError) as exc:
-            # Whatever odd input the agent left (a path thousands of folders deep...) must not
-            # end the helper: the request fails and says why.
-            reply, payload = {"ok": False, "errno": "EINVAL", "message": f"{req.get('path', '')}: {exc}"}, b""
-        reply["n"] = len(payload)
-        body = json.dumps(reply).encode()
-        out.write(_HEADER.pack(len(body)) + body)
-        if payload:
-            out.write(payload)
-        out.flush()
+        except Exception as exc:  # noqa: BLE001 - the ones _failure_reply does not take are raised again
+            reply = _failure_reply(exc, req)
+            if reply is None:
+                raise
+            payload = b""
+        _write_reply(out_fd, reply, payload)
+
+
+def _failure_reply(exc: BaseException, req: dict) -> dict | None:
+    """The reply that says why a request failed; None for an exception that must end the helper."""
+    if isinstance(exc, Failure):
+        return {"ok": False, "errno": exc.code, "message": str(exc)}
+    if isinstance(exc, OSError):
+        failure = _os_failure(exc, str(req.get("path", "")))
+        return {"ok": False, "errno": failure.code, "message": str(failure)}
+    if isinstance(exc, (RecursionError, ValueError, MemoryError, UnicodeError)):
+        # Whatever odd input the agent left (a path thousands of folders deep...) must not
+        # end the helper: the request fails and says why.
+        return {"ok": False, "errno": "EINVAL", "message": f"{req.get('path', '')}: {exc}"}
+    return None
+
+
+def _json_frame(reply: dict, payload: bytes) -> bytes:
+    reply["n"] = len(payload)
+    body = json.dumps(reply).encode()
+    return b"".join((_HEADER.pack(len(body)), body, payload))
+
+
+def _write_reply(fd: int, reply: dict, payload: bytes) -> None:
+    _write_all(fd, _json_frame(reply, payload))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """One write for a whole reply, where the pipe takes it (it does, up to its size)."""
+    written = os.write(fd, data)
+    if written < len(data):
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def _kind(mode: int) -> str:
