@@ -109,13 +109,14 @@ def test_a_worker_that_dies_mid_episode_is_counted_as_crashed_and_leaks_no_conta
 def test_cli_run_on_ray_with_the_docker_sandbox(agents_importable: Path, tmp_path: Path, docker_image: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
-    code = main(["run", "aerial-cactus", "--agent", "scripted", "--seeds", "2", "--ray", "local", "--out", str(out),
-                 "--env-option", f"image={docker_image}"])
+    code = main(["run", "aerial-cactus", "--agent", "ray_test_agents:Echo", "--seeds", "2", "--ray", "local",
+                 "--out", str(out), "--env-option", f"image={docker_image}"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted(r["seed"] for r in rows) == [0, 1]
-    assert all(r["status"] == "finished" and r["grade"]["valid_submission"] for r in rows)
+    assert all(r["status"] == "finished" and r["steps"] == 4 and r["sandbox"] == "docker" for r in rows)
+    assert all(r["grade"]["submission_exists"] is False for r in rows)  # Echo writes no file: graded, invalid
     assert "[2/2] ✓ aerial-cactus-identification seed" in captured.err
     assert len(list((out / "trajectories").glob("*.jsonl"))) == 2
     assert "aerial-cactus-identification  2" in captured.out
