@@ -307,3 +307,33 @@ def test_an_episode_verifiers_stops_early_is_graded_on_what_is_on_disk(vfe: Any,
     assert episode["grade"]["score"] == pytest.approx(direct["grade"]["score"])  # the same file as a full run's
     assert direct["reward"] > 0 and out["reward"] == pytest.approx(direct["reward"])
 
+
+
+@pytest.mark.slow
+def test_the_same_rollouts_run_with_episodes_on_ray(vfe: Any, keep_signal_handlers: None, data_root: Path) -> None:
+    """The trainer's code is unchanged on a cluster: only the pool factory says RayEpisodePool (a local Ray here)."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'mle-gym[ray]')")
+    from mle_gym.ray_pool import RESOURCE, RayEpisodePool
+
+    options = {"sandbox": "local", "reward": "percentile"}
+    made: list[Any] = []
+
+    def on_ray(env_id: str, n: int, env_options: dict) -> RayEpisodePool:
+        made.append(RayEpisodePool.make(env_id, n, **env_options))
+        return made[-1]
+
+    ray.init(num_cpus=2, resources={RESOURCE: 2}, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"MLE_GYM_DATA": str(data_root)}})
+    try:
+        with ScriptedChatServer() as server:
+            outputs = _evaluate(vfe, server, competitions=["mle/aerial-cactus"], seeds=3, max_episodes=2,
+                                env_options=options, pool_factory=on_ray)
+    finally:
+        ray.shutdown()
+    assert len(made) == 1 and len(made[0]) == 2 and len(outputs) == 3
+    direct = _direct_grades(**options)
+    for out in outputs:
+        plan, episode = _plan_of(out), out["info"]["mle_gym"]
+        assert out["error"] is None and episode["finished"] and episode["terminated"]
+        assert out["reward"] == pytest.approx(direct[plan]["reward"])
+        assert episode["grade"]["score"] == direct[plan]["grade"]["score"]
