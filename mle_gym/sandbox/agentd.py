@@ -634,7 +634,7 @@ class Helper:
         if b"\x00" in data[:8192]:
             return {"size": len(data), "binary": True}, b""
         # Lines end at "\n", as sed and wc count them; only the range asked for is decoded.
-        total = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        total = _count_newlines(data) + (1 if data and not data.endswith(b"\n") else 0)
         first = int(req.get("start_line") or 1)
         last = int(req.get("end_line") or total)
         if total and first > total:
@@ -943,6 +943,19 @@ def _kind(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "a special file"
+
+
+def _count_newlines(data: bytes) -> int:
+    """`data.count(b"\\n")`, faster for text of long lines.
+
+    bytes.count of one byte is a plain loop over every byte (about 0.8 ns a byte here), while
+    replace finds each newline with memchr and pays per newline (about 14 ns each): it wins when
+    lines average more than about 20 bytes. The first 4 KiB tell which kind of text this is.
+    """
+    sample = data[:4096]
+    if len(data) < 16384 or sample.count(b"\n") * 40 > len(sample):
+        return data.count(b"\n")
+    return len(data) - len(data.replace(b"\n", b""))
 
 
 def _line_offset(data: bytes, lines: int, start: int) -> int:
