@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mle_gym.competitions import Competition, get_competition
+from mle_gym.grading.report import GradeReport
 
 
 def prepared(name: str, tmp_path: Path, seed: int = 0, **sizes: object) -> tuple[Competition, Path, Path, Path]:
@@ -16,3 +17,14 @@ def prepared(name: str, tmp_path: Path, seed: int = 0, **sizes: object) -> tuple
     comp.module.make_raw(raw, seed, **sizes)
     comp.prepare(raw, public, private)
     return comp, raw, public, private
+
+
+def grade_file(comp: Competition, private: Path, frame: object, tmp_path: Path) -> GradeReport:
+    """`comp.grade` of `frame` (a DataFrame, written without its index, or the file's text as given)
+    saved as `tmp_path/submission.csv`, against the answers in `private`, as sample data."""
+    path = tmp_path / "submission.csv"
+    if isinstance(frame, str):
+        path.write_text(frame)
+    else:
+        frame.to_csv(path, index=False)  # type: ignore[attr-defined]
+    return comp.grade(path, private, sample_data=True)

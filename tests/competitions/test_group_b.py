@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic import grade_file
 from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.linear_model import LinearRegression, LogisticRegression
@@ -23,10 +24,8 @@ from mle_gym.competitions import Competition, get_competition
 from mle_gym.competitions.datasets import ensure_sample_data
 
 
-def _grade(comp: Competition, frame: pd.DataFrame, private: Path, tmp_path: Path):
-    path = tmp_path / "submission.csv"
-    frame.to_csv(path, index=False)
-    return comp.grade(path, private, sample_data=True)
+def _grade(comp: Competition, frame: pd.DataFrame | str, private: Path, tmp_path: Path):
+    return grade_file(comp, private, frame, tmp_path)
 
 
 def _sample_score(comp: Competition, public: Path, private: Path, tmp_path: Path) -> float:

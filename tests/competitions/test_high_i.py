@@ -19,26 +19,19 @@ import pytest
 from sklearn.metrics import fbeta_score
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions import Competition
 from mle_gym.competitions.volumes import npy_shape, png_size, write_dicom, write_nifti
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.mask_metrics import (
     check_ids_sorted, global_dice, ink_fbeta, probabilistic_fbeta, spine_weighted_log_loss,
 )
 from mle_gym.grading.segmentation import rle_decode
-from synthetic import prepared
+from synthetic import grade_file, prepared
 
 
 _prepared = prepared
 
 
-def _grade(comp: Competition, private: Path, frame: pd.DataFrame | str, tmp_path: Path):
-    path = tmp_path / "submission.csv"
-    if isinstance(frame, str):
-        path.write_text(frame)
-    else:
-        frame.to_csv(path, index=False)
-    return comp.grade(path, private, sample_data=True)
+_grade = grade_file
 
 
 def _files(folder: Path) -> list[str]:

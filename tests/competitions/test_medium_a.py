@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions import Competition, get_competition
+from mle_gym.competitions import get_competition
 from mle_gym.competitions.datasets import ensure_sample_data
 from mle_gym.competitions.image_folders import (
     by_category, encode_example, example_bytes, split_categories, tfrecord_ids, write_tfrecords,
@@ -27,19 +27,13 @@ from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.classification import (
     check_sklearn_classes, first_word_classes, int_classes, macro_f1, top1_error,
 )
-from synthetic import prepared
+from synthetic import grade_file, prepared
 
 
 _prepared = prepared
 
 
-def _grade(comp: Competition, private: Path, frame: pd.DataFrame | str, tmp_path: Path):
-    path = tmp_path / "submission.csv"
-    if isinstance(frame, str):
-        path.write_text(frame)
-    else:
-        frame.to_csv(path, index=False)
-    return comp.grade(path, private, sample_data=True)
+_grade = grade_file
 
 
 def _expected_per_category(items: list[int], test_size: float, few_to_the_end: bool) -> tuple[list[int], list[int]]:

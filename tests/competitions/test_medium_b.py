@@ -16,9 +16,8 @@ import pandas as pd
 import pytest
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions import Competition, get_competition
+from mle_gym.competitions import get_competition
 from mle_gym.errors import InvalidSubmissionError
-from mle_gym.grading import GradeReport
 from mle_gym.grading.ranking import (
     average_precision_at_k,
     check_classes,
@@ -27,16 +26,13 @@ from mle_gym.grading.ranking import (
     micro_f1,
     split_cells,
 )
-from synthetic import prepared
+from synthetic import grade_file, prepared
 
 
 _prepared = prepared
 
 
-def _grade(comp: Competition, private: Path, frame: pd.DataFrame, tmp_path: Path) -> GradeReport:
-    path = tmp_path / "submission.csv"
-    frame.to_csv(path, index=False)
-    return comp.grade(path, private, sample_data=True)
+_grade = grade_file
 
 
 # -- metrics, by hand ----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from mle_gym.competitions.helpers import read_csv
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading import text_metrics
 from mle_gym.grading.report import GradeReport
-from synthetic import prepared
+from synthetic import grade_file, prepared
 
 
 def _packaged(name: str) -> pytest.MarkDecorator:
@@ -30,12 +30,7 @@ def _packaged(name: str) -> pytest.MarkDecorator:
 
 
 def _grade(comp: Competition, frame: pd.DataFrame | str, private: Path, tmp_path: Path) -> GradeReport:
-    path = tmp_path / "submission.csv"
-    if isinstance(frame, str):
-        path.write_text(frame)
-    else:
-        frame.to_csv(path, index=False)
-    return comp.grade(path, private, sample_data=True)
+    return grade_file(comp, private, frame, tmp_path)
 
 
 def _held_out(raw: Path) -> tuple[pd.DataFrame, pd.DataFrame]:

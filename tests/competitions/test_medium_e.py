@@ -30,16 +30,14 @@ from mle_gym.grading.sequence_metrics import (
     mean_levenshtein,
     micro_f1_label_sets,
 )
-from synthetic import prepared
+from synthetic import grade_file, prepared
 
 
 _prepared = prepared
 
 
-def _grade(comp: Competition, frame: pd.DataFrame, private: Path, tmp_path: Path):
-    path = tmp_path / "submission.csv"
-    frame.to_csv(path, index=False)
-    return comp.grade(path, private, sample_data=True)
+def _grade(comp: Competition, frame: pd.DataFrame | str, private: Path, tmp_path: Path):
+    return grade_file(comp, private, frame, tmp_path)
 
 
 # -- metrics, by hand --------------------------------------------------------------------------------------
