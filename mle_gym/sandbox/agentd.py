@@ -467,12 +467,8 @@ class Helper:
 
     def op_exec(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
         """A command in the shell, asked in JSON (the host uses `exec_fast`; tests use this)."""
-        (code, timed_out, restarted, total, head, tail, saved, duration, saved_capped) = self._exec(
-            req["command"], float(req["timeout_s"]), int(req["max_output_bytes"]), int(req["max_saved_bytes"]))
-        reply = {"exit_code": code, "timed_out": timed_out, "restarted": restarted, "total": total,
-                 "head": len(head), "tail": len(tail), "saved": saved, "duration_s": duration,
-                 "saved_capped": saved_capped}
-        return reply, head + tail
+        return _exec_json(self._exec(req["command"], float(req["timeout_s"]), int(req["max_output_bytes"]),
+                                     int(req["max_saved_bytes"])))
 
     def exec_fast(self, body: bytes) -> bytes:
         """A command in the shell, asked in the lean binary form; the whole reply frame.
@@ -484,13 +480,12 @@ class Helper:
         """
         timeout_s, cap, keep = _EXEC_REQUEST.unpack_from(body, 1)
         command = body[1 + _EXEC_REQUEST.size :].decode("utf-8", "surrogatepass")
-        (code, timed_out, restarted, total, head, tail, saved, duration, saved_capped) = self._exec(
-            command, timeout_s, cap, keep)
+        result = self._exec(command, timeout_s, cap, keep)
+        (code, timed_out, restarted, total, head, tail, saved, duration, saved_capped) = result
         if code is not None and not -(1 << 63) <= code < (1 << 63):  # only a forged marker says so
-            reply = {"exit_code": code, "timed_out": timed_out, "restarted": restarted, "total": total,
-                     "head": len(head), "tail": len(tail), "saved": saved, "duration_s": duration,
-                     "saved_capped": saved_capped, "ok": True}
-            return _json_frame(reply, head + tail)
+            reply, data = _exec_json(result)
+            reply["ok"] = True
+            return _json_frame(reply, data)
         why = b"" if restarted is None else restarted.encode("utf-8", "surrogatepass")
         where = b"" if saved is None else saved.encode("utf-8", "surrogatepass")
         flags = (1 if code is not None else 0) | (2 if timed_out else 0) | (4 if saved_capped else 0)
@@ -910,6 +905,15 @@ def _failure_reply(exc: BaseException, req: dict) -> dict | None:
         # end the helper: the request fails and says why.
         return {"ok": False, "errno": "EINVAL", "message": f"{req.get('path', '')}: {exc}"}
     return None
+
+
+def _exec_json(result: tuple) -> tuple[dict, bytes]:
+    """An `_exec` result as the JSON reply of `exec` and its payload (the head and tail of the output)."""
+    code, timed_out, restarted, total, head, tail, saved, duration, saved_capped = result
+    reply = {"exit_code": code, "timed_out": timed_out, "restarted": restarted, "total": total,
+             "head": len(head), "tail": len(tail), "saved": saved, "duration_s": duration,
+             "saved_capped": saved_capped}
+    return reply, head + tail
 
 
 def _json_frame(reply: dict, payload: bytes) -> bytes:
