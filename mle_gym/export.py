@@ -20,6 +20,7 @@ from mle_gym.trajectory import (
     ModelCallRecord,
     StepRecord,
     Trajectory,
+    call_purpose,
     dumps_line,
     load_trajectory,
     model_call_messages,
@@ -303,7 +304,7 @@ def recorded_conversations(traj: Trajectory) -> list[dict[str, Any]]:
 def is_turn_call(call: ModelCallRecord) -> bool:
     """Whether a recorded call is a turn of the episode's conversation: not one that carries another
     `purpose` (such as "summary"); records without the field are turns."""
-    return (call.model_extra or {}).get("purpose") in (None, "turn")
+    return call_purpose(call) is None
 
 
 def _has_malformed_call(message: dict[str, Any]) -> bool:

@@ -668,6 +668,13 @@ def load_trajectory(path: Path | str) -> Trajectory:
                       torn_last_line=torn, model_calls=calls)
 
 
+def call_purpose(call: ModelCallRecord) -> str | None:
+    """What a recorded model call was for when it was not a turn of the episode's conversation (the
+    `llm` agent's summaries of old turns: "summary"); None for a turn (records without the field)."""
+    purpose = (call.model_extra or {}).get("purpose")
+    return None if purpose in (None, "turn") else str(purpose)
+
+
 def model_call_messages(calls: list[ModelCallRecord]) -> list[list[Any]]:
     """The full message list each model call sent, rebuilt from the deltas."""
     out: list[list[Any]] = []

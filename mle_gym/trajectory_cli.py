@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from mle_gym.tools.parse import printable
-from mle_gym.trajectory import StepRecord, Trajectory, load_trajectory
+from mle_gym.trajectory import StepRecord, Trajectory, call_purpose, load_trajectory
 
 
 def _clip(text: str, max_chars: int) -> str:
@@ -41,8 +41,8 @@ def _describe_call(step: StepRecord, max_chars: int) -> str:
 
 def _describe_model_call(call: Any, max_chars: int) -> str:
     usage = call.usage or {}
-    purpose = (getattr(call, "model_extra", None) or {}).get("purpose")
-    what = f"{purpose} call" if purpose not in (None, "turn") else "model call"
+    purpose = call_purpose(call)
+    what = f"{purpose} call" if purpose is not None else "model call"
     parts = [f"{what} {call.index} ({call.model}): {call.n_messages} messages sent"]
     if usage:
         parts.append(f"{usage.get('prompt_tokens', '?')}+{usage.get('completion_tokens', '?')} tokens")

@@ -42,7 +42,7 @@ from mle_gym.report import (
     summarize,
 )
 from mle_gym.tools.parse import printable
-from mle_gym.trajectory import ModelCallRecord, StepRecord, Trajectory, load_trajectory
+from mle_gym.trajectory import ModelCallRecord, StepRecord, Trajectory, call_purpose, load_trajectory
 
 log = logging.getLogger(__name__)
 
@@ -544,8 +544,8 @@ def _call_html(step: StepRecord, max_chars: int) -> str:
 def _model_call_html(call: ModelCallRecord, max_chars: int) -> str:
     resp = call.response or {}
     bits = [f"model call {call.index}"]
-    purpose = (call.model_extra or {}).get("purpose")
-    if purpose not in (None, "turn"):
+    purpose = call_purpose(call)
+    if purpose is not None:
         bits.append(f"{purpose} (not a turn of the conversation)")
     if call.model:
         bits.append(str(call.model))
