@@ -87,7 +87,8 @@ def _episode_task(spec: tuple[str, int], agent: str, env_options: dict[str, Any]
     env_options = dict(env_options)
     if env_options.get("sandbox") == "docker" and env_options.get("memory") in (None, "auto"):
         env_options["memory"] = f"{episode_memory_mib(_node_capacity(ray))}m"  # this node's share
-    key = f"{spec[0]} seed {spec[1]}"
+    episode = EpisodeSpec(*spec)
+    key = episode.label  # the driver's progress keys episodes by their label
     control = RunControl()
     done = threading.Event()
     last_sent = [0.0]
@@ -111,7 +112,7 @@ def _episode_task(spec: tuple[str, int], agent: str, env_options: dict[str, Any]
     watcher.start()
     scratch = Path(tempfile.mkdtemp(prefix="mle-gym-ray-"))
     try:
-        rec = run_one(EpisodeSpec(*spec), agent=agent, out_dir=scratch, env_options=env_options,
+        rec = run_one(episode, agent=agent, out_dir=scratch, env_options=env_options,
                       agent_options=agent_options, on_step=on_step, record=record,
                       identity_env_options=identity_env, control=control)
         name, data = None, b""
