@@ -309,15 +309,16 @@ def idle_worker_pids() -> list[int]:
 
 def _run_child(request: dict[str, Any], limits: GradingLimits) -> dict[str, Any]:
     """Run `request` in a grading worker; its result, or {"kind": "memory" | "timeout", ...}."""
+    message = json.dumps(request).encode()
     worker = _WORKERS.take(limits.memory_bytes)
     healthy = False
     try:
         try:
-            worker.conn.send_bytes(json.dumps(request).encode())
+            worker.conn.send_bytes(message)
         except OSError:  # it went away while idle (killed from outside): one fresh worker, once
             worker.stop()
             worker = _Worker(limits.memory_bytes)
-            worker.conn.send_bytes(json.dumps(request).encode())
+            worker.conn.send_bytes(message)
         if not wait([worker.conn, worker.process.sentinel], timeout=limits.timeout_s):
             log.warning("%s: the %s process ran past %g s; killing it", request["competition_id"],
                         request["task"], limits.timeout_s)
