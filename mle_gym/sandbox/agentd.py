@@ -356,7 +356,7 @@ def _anonymous_file() -> int:
     return fd
 
 
-def _write_file(path: str, data: bytes) -> None:
+def _write_file(path: str, data: bytes, dir_fd: int | None = None) -> None:
     """Replace the file's content in place: written over, then cut to length.
 
     Not truncated to zero first, and not a new file renamed over the old: on ext4 both make the
@@ -365,7 +365,7 @@ def _write_file(path: str, data: bytes) -> None:
     last component is never followed (the caller resolved it): a link swapped in meanwhile
     fails the call.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise Failure("EISDIR", f"{path}: not a regular file")
@@ -375,20 +375,6 @@ def _write_file(path: str, data: bytes) -> None:
         os.ftruncate(fd, len(data))
     finally:
         os.close(fd)
-
-
-def _make_dirs(path: str) -> None:
-    """os.makedirs without recursion (a path may hold two thousand folders)."""
-    missing = []
-    while path and path != "/" and not os.path.isdir(path):
-        missing.append(path)
-        path = posixpath.dirname(path)
-    for folder in reversed(missing):
-        try:
-            os.mkdir(folder)
-        except FileExistsError:
-            if not os.path.isdir(folder):
-                raise NotADirectoryError(errno.ENOTDIR, "a parent is a file, not a folder", folder) from None
 
 
 class Helper:
@@ -410,8 +396,62 @@ class Helper:
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
         self.shell = Shell(config["code"], posixpath.join(self.outputs, "shell.log"), env)
         self.exec_count = 0
+        # Each root's folder, opened once (where the backend says the agent cannot move them:
+        # Docker's mount points, and the data folder in a root-owned /home). Every path under a
+        # root is looked up from its descriptor, not from "/": on fuse-overlayfs each lookup of
+        # "/home" is a round trip to the FUSE daemon, about 90 us once the kernel stops trusting
+        # its cache (a burst of lookups), against about 1 us from the descriptor.
+        self._pinned: list[tuple[str, int]] = []
+        if config.get("pin_roots"):
+            for real in sorted(set(self.roots), key=len, reverse=True):
+                try:
+                    fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_PATH", 0))
+                except OSError:
+                    continue
+                self._pinned.append((real.rstrip("/"), fd))
 
     # -- paths -------------------------------------------------------------------------
+    def _at(self, path: str) -> tuple[str, int | None]:
+        """`path` (absolute) as (name, dir_fd) for the `*at` system calls: relative to the pinned
+        root it lies under, else the path itself with no descriptor."""
+        for root, fd in self._pinned:
+            if path.startswith(root):
+                if len(path) == len(root):
+                    return ".", fd
+                if path[len(root)] == "/":
+                    return path[len(root) + 1 :] or ".", fd
+        return path, None
+
+    def _lstat(self, path: str) -> os.stat_result:
+        name, fd = self._at(path)
+        return os.lstat(name, dir_fd=fd)
+
+    def _is_dir(self, path: str) -> bool:
+        """os.path.isdir (links followed), looked up from a pinned root."""
+        name, fd = self._at(path)
+        try:
+            return stat.S_ISDIR(os.stat(name, dir_fd=fd).st_mode)
+        except (OSError, ValueError):
+            return False
+
+    def _open(self, path: str, flags: int, mode: int = 0o777) -> int:
+        name, fd = self._at(path)
+        return os.open(name, flags, mode, dir_fd=fd)
+
+    def _make_dirs(self, path: str) -> None:
+        """os.makedirs without recursion (a path may hold two thousand folders)."""
+        missing = []
+        while path and path != "/" and not self._is_dir(path):
+            missing.append(path)
+            path = posixpath.dirname(path)
+        for folder in reversed(missing):
+            name, fd = self._at(folder)
+            try:
+                os.mkdir(name, dir_fd=fd)
+            except FileExistsError:
+                if not self._is_dir(folder):
+                    raise NotADirectoryError(errno.ENOTDIR, "a parent is a file, not a folder", folder) from None
+
     def _under(self, path: str, roots: list[str]) -> bool:
         return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
@@ -447,7 +487,7 @@ class Helper:
                 return os.path.realpath(path)
             current = current + "/" + part
             try:
-                mode = os.lstat(current).st_mode
+                mode = self._lstat(current).st_mode
             except FileNotFoundError:  # as realpath: what does not exist is taken as written
                 rest = [p for p in parts[i + 1 :] if p not in ("", ".")]
                 if ".." in rest:
@@ -556,10 +596,13 @@ class Helper:
         """Copy `length` bytes of the log from `start` into a file of its own; its path."""
         path = posixpath.join(self.outputs, f"cmd-{self.exec_count:05d}.txt")
         try:
-            os.makedirs(self.outputs, exist_ok=True)
-            if os.path.lexists(path):
-                os.unlink(path)
-            out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            self._make_dirs(self.outputs)
+            name, at = self._at(path)
+            try:
+                os.unlink(name, dir_fd=at)
+            except FileNotFoundError:
+                pass
+            out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=at)
         except OSError:
             return None
         try:
@@ -577,10 +620,9 @@ class Helper:
             os.close(out)
         return path
 
-    @staticmethod
-    def _read_saved_head(path: str, length: int) -> bytes:
+    def _read_saved_head(self, path: str, length: int) -> bytes:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = self._open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             return b""
         try:
@@ -591,7 +633,7 @@ class Helper:
     def _open_regular(self, path: str) -> tuple[int, os.stat_result]:
         """A descriptor on the regular file at `path` (resolved here), and its stat; the caller closes it."""
         try:
-            fd = os.open(self._real(path), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            fd = self._open(self._real(path), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except OSError as exc:
             raise _os_failure(exc, path) from None
         try:
@@ -651,16 +693,21 @@ class Helper:
         if self._under(real_parent, [self.data_root]):
             raise Failure("EROFS", f"{path}: the data folder is read-only")
         target = posixpath.join(real_parent, posixpath.basename(path))
-        if os.path.islink(target):
+        try:
+            is_link = stat.S_ISLNK(self._lstat(target).st_mode)
+        except (OSError, ValueError):
+            is_link = False
+        if is_link:
             resolved = self._real(target)
             if self._under(resolved, [self.data_root]):
                 raise Failure("EROFS", f"{path}: the data folder is read-only")
             target = resolved
         try:
-            _make_dirs(posixpath.dirname(target))
-            if os.path.isdir(target):
+            self._make_dirs(posixpath.dirname(target))
+            if self._is_dir(target):
                 raise Failure("EISDIR", f"{path}: is a folder, not a file")
-            _write_file(target, data)
+            name, at = self._at(target)
+            _write_file(name, data, at)
         except FileExistsError as exc:
             raise Failure("ENOTDIR", f"{path}: a parent is a file, not a folder") from exc
         except OSError as exc:
@@ -671,8 +718,11 @@ class Helper:
         path = req["path"]
         real = self._real(path)
         entries = []
+        folder = -1
         try:
-            with os.scandir(real) as listing:
+            # by descriptor: each entry's lstat is then a lookup of one name in this folder
+            folder = self._open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK)
+            with os.scandir(folder) as listing:
                 for entry in listing:
                     try:
                         info = entry.stat(follow_symlinks=False)
@@ -685,23 +735,28 @@ class Helper:
                     entries.append([name, kind, info.st_size])
         except OSError as exc:
             raise _os_failure(exc, path) from None
+        finally:
+            if folder >= 0:
+                os.close(folder)
         entries.sort()
         return {"entries": entries}, b""
 
     def op_fetch(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
         """A submission: a regular file under the writable folders, at most `max_bytes`, unchanged while read."""
         path, cap = req["path"], int(req["max_bytes"])
-        if not os.path.lexists(path):
+        try:
+            self._lstat(path)
+        except (OSError, ValueError):
             return {"found": False, "problem": None}, b""
         try:
-            real = os.path.realpath(path)
+            real = self._realpath(path)
         except OSError:
             return {"found": True, "problem": "it changed while it was being resolved (links being swapped?)"}, b""
         if not self._under(real, self.writable):
             return {"found": True, "problem": "it is a symbolic link that leads out of the submission, code and "
                     "logs folders"}, b""
         try:
-            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            fd = self._open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except OSError as exc:
             return {"found": True, "problem": f"it cannot be opened ({exc.strerror})"}, b""
         try:
@@ -749,29 +804,10 @@ class Warden:
                 top = os.lstat(root)
             except OSError:
                 continue
-            stack = [root]
             if not stat.S_ISDIR(top.st_mode):
-                stack = []
                 total += _bytes_used(top, self.by_size)
-            while stack:
-                folder = stack.pop()
-                try:
-                    listing = os.scandir(folder)
-                except OSError:
-                    continue
-                with listing:
-                    for entry in listing:
-                        try:
-                            info = entry.stat(follow_symlinks=False)
-                        except OSError:
-                            continue
-                        if info.st_dev != top.st_dev or (info.st_dev, info.st_ino) in seen:
-                            continue
-                        if info.st_nlink > 1:
-                            seen.add((info.st_dev, info.st_ino))
-                        total += _bytes_used(info, self.by_size)
-                        if stat.S_ISDIR(info.st_mode):
-                            stack.append(entry.path)
+                continue
+            total += _walk_bytes(root, top.st_dev, seen, self.by_size)
         return {"bytes": total + _deleted_open_bytes(self.uid, self.by_size)}, b""
 
     def op_kill(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
@@ -794,6 +830,55 @@ class Warden:
                 break
             time.sleep(0.01)
         return {"killed": killed}, b""
+
+
+def _walk_bytes(root: str, dev: int, seen: set, by_size: frozenset) -> int:
+    """Bytes used under the folder `root` on device `dev`, walked by descriptor: each folder is
+    opened from its parent's, never following a link, and each entry's lstat is one name in its
+    folder (no path to build, so no depth is too deep; on fuse-overlayfs a lookup from "/"
+    would cost a round trip to the FUSE daemon). Files with several links count once (`seen`)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(root, flags)
+        listing = os.scandir(fd)
+    except OSError:
+        return 0
+    total, stack = 0, [(fd, listing)]
+    try:
+        while stack:
+            fd, listing = stack[-1]
+            try:
+                entry = next(listing, None)
+            except OSError:
+                entry = None
+            if entry is None:
+                stack.pop()
+                listing.close()
+                os.close(fd)
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if info.st_dev != dev or (info.st_dev, info.st_ino) in seen:
+                continue
+            if info.st_nlink > 1:
+                seen.add((info.st_dev, info.st_ino))
+            total += _bytes_used(info, by_size)
+            if stat.S_ISDIR(info.st_mode):
+                try:
+                    child = os.open(entry.name, flags, dir_fd=fd)
+                except OSError:
+                    continue
+                try:
+                    stack.append((child, os.scandir(child)))
+                except OSError:
+                    os.close(child)
+    finally:
+        for fd, listing in stack:
+            listing.close()
+            os.close(fd)
+    return total
 
 
 def _deleted_open_bytes(uid: int | None, by_size: frozenset = frozenset()) -> int:

@@ -330,6 +330,10 @@ class _Box:
 class DockerSandbox(InsideSandbox):
     """A fresh container per episode; see the module docstring."""
 
+    # The writable folders are mount points and /home/data sits in a root-owned /home: the
+    # agent can move none of them, so the helper may hold them open.
+    pin_roots = True
+
     def __init__(self, data_dir: Path, config: DockerSandboxConfig | None = None) -> None:
         super().__init__()
         self.config = config or DockerSandboxConfig()

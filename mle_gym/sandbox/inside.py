@@ -59,6 +59,9 @@ class InsideSandbox(Sandbox):
     paths: SandboxPaths
     max_saved_output_bytes: int = 64 * 1024 * 1024
     start_timeout_s: float = 60.0
+    pin_roots: bool = False
+    """True where the agent cannot move the four folders (mount points, or in a folder it cannot
+    write): the helper then opens each once and looks every path up from it (see agentd.Helper)."""
 
     def __init__(self) -> None:
         self._helper: HelperChannel | None = None
@@ -92,6 +95,7 @@ class InsideSandbox(Sandbox):
         return {
             "roots": [p.data, p.submission, p.code, p.logs], "data": p.data, "code": p.code,
             "outputs": posixpath.join(p.logs, OUTPUT_DIR), "env": self._shell_env(),
+            "pin_roots": self.pin_roots,
         }
 
     def _ensure_helper(self) -> HelperChannel:

@@ -1,0 +1,108 @@
+"""The helper's lookups from held folders (`pin_roots`) and the warden's walk by descriptor.
+
+Run directly on real folders of the host: what a pinned helper answers must be what an
+unpinned one answers, links out of the sandbox stay refused, and the disk walk counts what a
+path-based walk could not reach (a tree deeper than PATH_MAX) without following a link.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mle_gym.sandbox import agentd
+
+
+def _helper(tmp_path: Path, pin: bool) -> agentd.Helper:
+    roots = [tmp_path / name for name in ("data", "submission", "code", "logs")]
+    for root in roots:
+        root.mkdir(exist_ok=True)
+    return agentd.Helper({
+        "roots": [str(r) for r in roots], "data": str(roots[0]), "code": str(roots[2]),
+        "outputs": str(roots[3] / "outputs"), "pin_roots": pin,
+    })
+
+
+def _outcome(call) -> tuple:
+    try:
+        reply, payload = call()
+    except agentd.Failure as exc:
+        return ("failure", exc.code)
+    except OSError as exc:
+        return ("oserror", exc.errno)
+    return ("ok", reply, payload)
+
+
+@pytest.mark.parametrize("pin", [False, True])
+def test_pinned_and_unpinned_helpers_answer_alike(tmp_path: Path, pin: bool) -> None:
+    h = _helper(tmp_path, pin)
+    assert bool(h._pinned) is pin
+    code = str(tmp_path / "code")
+    (tmp_path / "data" / "train.csv").write_text("id,y\n1,0\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "answers.csv").write_text("secret\n")
+    os.symlink(tmp_path / "outside", tmp_path / "code" / "escape")
+    os.symlink(tmp_path / "data", tmp_path / "code" / "to-data")
+
+    assert h.op_write({"path": f"{code}/a/b/c.txt"}, b"one\ntwo\n") == ({"size": 8}, b"")
+    assert (tmp_path / "code" / "a" / "b" / "c.txt").read_bytes() == b"one\ntwo\n"
+    assert h.op_read({"path": f"{code}/a/b/c.txt"}, b"") == ({"size": 8}, b"one\ntwo\n")
+    lines, _ = h.op_read_lines({"path": f"{code}/a/b/c.txt", "max_bytes": 100, "keep_chars": 100,
+                                "start_line": 2, "end_line": 2}, b"")
+    assert lines["lines"] == 2
+    assert h.op_list({"path": code}, b"")[0]["entries"] == [
+        ["a", "dir", (tmp_path / "code" / "a").stat().st_size], ["escape", "symlink", len(str(tmp_path / "outside"))],
+        ["to-data", "symlink", len(str(tmp_path / "data"))]]
+    assert h.op_read({"path": f"{code}/to-data/train.csv"}, b"")[1] == b"id,y\n1,0\n"
+    # the walls: out through a link, into the read-only data, a folder as a file
+    assert _outcome(lambda: h.op_read({"path": f"{code}/escape/answers.csv"}, b"")) == ("failure", "EXDEV")
+    assert _outcome(lambda: h.op_write({"path": f"{code}/escape/x"}, b"x")) == ("failure", "EXDEV")
+    assert _outcome(lambda: h.op_write({"path": f"{code}/to-data/x"}, b"x")) == ("failure", "EROFS")
+    assert _outcome(lambda: h.op_write({"path": f"{code}/a"}, b"x")) == ("failure", "EISDIR")
+    assert _outcome(lambda: h.op_write({"path": f"{code}/a/b/c.txt/d"}, b"x"))[0] == "failure"
+    assert _outcome(lambda: h.op_read({"path": f"{code}/nothing"}, b"")) == ("failure", "ENOENT")
+    assert not (tmp_path / "outside" / "x").exists()
+    fetched = h.op_fetch({"path": f"{code}/a/b/c.txt", "max_bytes": 100}, b"")
+    assert fetched == ({"found": True, "problem": None, "size": 8}, b"one\ntwo\n")
+    assert h.op_fetch({"path": f"{code}/none.csv", "max_bytes": 100}, b"")[0] == {"found": False, "problem": None}
+    assert "leads out" in h.op_fetch({"path": f"{code}/escape/answers.csv", "max_bytes": 100}, b"")[0]["problem"]
+
+
+def test_pinned_helper_writes_the_long_output_file_under_the_logs(tmp_path: Path) -> None:
+    h = _helper(tmp_path, True)
+    fd = os.open(tmp_path / "log", os.O_RDWR | os.O_CREAT)
+    os.write(fd, b"x" * 5000)
+    h.exec_count = 7
+    saved = h._save(fd, 1000, 3000)
+    assert saved == str(tmp_path / "logs" / "outputs" / "cmd-00007.txt")
+    assert Path(saved).read_bytes() == b"x" * 3000
+    assert h._read_saved_head(saved, 10) == b"x" * 10
+    os.close(fd)
+
+
+def test_the_warden_walk_counts_a_tree_deeper_than_a_path_can_name(tmp_path: Path) -> None:
+    root = tmp_path / "w"
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    name = "d" * 200
+    for _ in range(40):  # 8,000 bytes of path: past PATH_MAX, out of reach of any absolute path
+        os.mkdir(name, dir_fd=fd)
+        child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    big = os.open("blob", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+    os.write(big, os.urandom(1 << 20))
+    os.close(big)
+    os.close(fd)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "huge").write_bytes(os.urandom(4 << 20))
+    os.symlink(outside, root / "link")  # not followed
+    (root / "a").write_bytes(os.urandom(256 << 10))
+    os.link(root / "a", root / "b")  # counted once
+    dev = os.lstat(root).st_dev
+    used = agentd._walk_bytes(str(root), dev, set(), frozenset())
+    assert (1 << 20) + (256 << 10) <= used < (1 << 20) + (256 << 10) + (41 * 64 << 10)
+    assert agentd._walk_bytes(str(tmp_path / "missing"), dev, set(), frozenset()) == 0
