@@ -99,6 +99,8 @@ def make_raw(raw: Path, seed: int, n_hidden: int = 5, size: int = 40) -> None:
         mask = np.zeros((height, width), dtype=bool)
         for _ in range(int(rng.integers(1, 4))):
             mask |= blob_mask(rng, height, width, 1) & (rng.random() < 0.9)
+        if not mask.any():  # every real slide holds glomeruli; MLE-bench's grader cannot read a blank answer
+            mask[height // 3:height // 2, width // 3:width // 2] = True  # (no draw: other slides unchanged)
         stain = np.stack([200 - 90 * mask, 150 - 60 * mask, 190 - 40 * mask], axis=-1)
         tissue = stain + rng.normal(0, 12, (height, width, 3))
         Image.fromarray(np.clip(tissue, 0, 255).astype(np.uint8)).save(folder / f"{image_id}.tiff")
