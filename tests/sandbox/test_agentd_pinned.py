@@ -106,3 +106,67 @@ def test_the_warden_walk_counts_a_tree_deeper_than_a_path_can_name(tmp_path: Pat
     used = agentd._walk_bytes(str(root), dev, set(), frozenset())
     assert (1 << 20) + (256 << 10) <= used < (1 << 20) + (256 << 10) + (41 * 64 << 10)
     assert agentd._walk_bytes(str(tmp_path / "missing"), dev, set(), frozenset()) == 0
+
+
+pytest.importorskip("hypothesis", reason="the property test needs hypothesis (pip install -e '.[dev]')")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_NAMES = st.sampled_from(["a", "b", "c", "..", ".", "to-data", "out", "x.txt", ""])
+_PATHS = st.lists(_NAMES, min_size=0, max_size=4).map(lambda parts: "/".join(parts))
+_OPS = st.lists(st.tuples(st.sampled_from(["write", "read", "lines", "list", "fetch", "mkdir", "link", "unlink"]),
+                          _PATHS, st.sampled_from(["code", "submission", "data", "logs"])), min_size=1, max_size=25)
+
+
+@settings(max_examples=150, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(ops=_OPS)
+def test_random_operations_answer_the_same_pinned_or_not(tmp_path_factory: pytest.TempPathFactory, ops: list) -> None:
+    """Two sandboxes, one helper pinned and one not, given the same operations (links that lead
+    out, into the data, `..`, folders where files are expected...), answer alike and end alike."""
+    sides = []
+    for pin in (False, True):
+        base = tmp_path_factory.mktemp("pinned" if pin else "plain")
+        h = _helper(base, pin)
+        (base / "data" / "x.txt").write_text("public\n")
+        (base / "outside").mkdir()
+        (base / "outside" / "x.txt").write_text("secret\n")
+        sides.append((base, h))
+    for op, rel, root in ops:
+        answers = []
+        for base, h in sides:
+            folder = str(base / root)
+            path = f"{folder}/{rel}" if rel else folder
+            path = os.path.normpath(path) if not path.endswith("..") else path
+            if op == "mkdir" or op == "link" or op == "unlink":
+                # the agent's own moves, made with plain calls on the real folders it may write
+                if root == "data" or not os.path.realpath(path).startswith(str(base / root)):
+                    answers.append("not the agent's to change")
+                    continue
+                try:
+                    if op == "mkdir":
+                        os.makedirs(path, exist_ok=True)
+                    elif op == "link":
+                        os.symlink(base / ("outside" if "out" in rel else "data"), path)
+                    else:
+                        os.unlink(path)
+                    answers.append("done")
+                except OSError as exc:
+                    answers.append(("oserror", exc.errno))
+                continue
+            call = {
+                "write": lambda: h.op_write({"path": path}, b"w\n"),
+                "read": lambda: h.op_read({"path": path}, b""),
+                "lines": lambda: h.op_read_lines({"path": path, "max_bytes": 1000, "keep_chars": 100}, b""),
+                "list": lambda: h.op_list({"path": path}, b""),
+                "fetch": lambda: h.op_fetch({"path": path, "max_bytes": 1000}, b""),
+            }[op]
+            outcome = _outcome(call)
+            if outcome[0] == "ok" and op == "list":
+                outcome = ("ok", [(n, k) for n, k, _ in outcome[1]["entries"]], b"")
+            answers.append(outcome)
+        assert answers[0] == answers[1], (op, rel, root)
+    for base, _ in sides:
+        assert (base / "outside" / "x.txt").read_text() == "secret\n"
+        assert sorted(p.name for p in (base / "outside").iterdir()) == ["x.txt"]
+        assert (base / "data" / "x.txt").read_text() == "public\n"
