@@ -670,21 +670,25 @@ class Helper:
             os.close(fd)
         if b"\x00" in data[:8192]:
             return {"size": len(data), "binary": True}, b""
-        # Lines end at "\n", as sed and wc count them; only the range asked for is decoded.
-        total = _count_newlines(data) + (1 if data and not data.endswith(b"\n") else 0)
+        # Lines end at "\n", as sed and wc count them; only the range asked for is decoded, and
+        # the file's lines are counted only where the observation says how many (past the end,
+        # or a range cut to its head and tail): counting 20 MB to show five lines costs ms.
         first = int(req.get("start_line") or 1)
-        last = int(req.get("end_line") or total)
-        if total and first > total:
-            return {"size": len(data), "lines": total, "past_end": True}, b""
         begin = _line_offset(data, first - 1, 0)
-        end = len(data) if last >= total else _line_offset(data, max(last - first + 1, 0), begin)
+        if data and begin >= len(data):  # line `first` is not there (nor is any line, past the end)
+            return {"size": len(data), "lines": _count_lines(data), "past_end": True}, b""
+        end_line = req.get("end_line")
+        end = len(data) if end_line is None else _line_offset(data, max(int(end_line) - first + 1, 0), begin)
         chunk = data[begin:end].decode("utf-8", "replace")
-        lines = total
         keep = int(req["keep_chars"])
-        head, tail = (chunk, "") if len(chunk) <= keep else (chunk[:keep], chunk[-keep:])
+        reply = {"size": len(data), "chars": len(chunk)}
+        if len(chunk) <= keep:
+            head, tail = chunk, ""
+        else:
+            head, tail = chunk[:keep], chunk[-keep:]
+            reply["lines"] = _count_lines(data)
         head_bytes, tail_bytes = head.encode("utf-8", "surrogatepass"), tail.encode("utf-8", "surrogatepass")
-        reply = {"size": len(data), "lines": lines, "chars": len(chunk), "head": len(head_bytes),
-                 "tail": len(tail_bytes)}
+        reply["head"], reply["tail"] = len(head_bytes), len(tail_bytes)
         return reply, head_bytes + tail_bytes
 
     def op_write(self, req: dict, data: bytes) -> tuple[dict, bytes]:
@@ -1045,6 +1049,11 @@ def _count_newlines(data: bytes) -> int:
     if len(data) < 16384 or sample.count(b"\n") * 40 > len(sample):
         return data.count(b"\n")
     return len(data) - len(data.replace(b"\n", b""))
+
+
+def _count_lines(data: bytes) -> int:
+    """Lines as `wc -l` counts them, plus a last line that has no newline."""
+    return _count_newlines(data) + (1 if data and not data.endswith(b"\n") else 0)
 
 
 def _line_offset(data: bytes, lines: int, start: int) -> int:

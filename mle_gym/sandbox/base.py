@@ -70,8 +70,9 @@ class TextSlice(BaseModel):
     too_large: bool = False
     binary: bool = False
     past_end: bool = False
-    lines: int = 0
-    """How many lines the file has."""
+    lines: int | None = None
+    """How many lines the file has; counted only where read_file says it (past the end, or a
+    range cut to head and tail), else None."""
     chars: int = 0
     """How many characters the range has."""
     head: str = ""

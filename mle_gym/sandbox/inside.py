@@ -231,7 +231,7 @@ class InsideSandbox(Sandbox):
         head_len = int(reply.get("head", 0))
         return TextSlice(
             size=int(reply["size"]), too_large=bool(reply.get("too_large")), binary=bool(reply.get("binary")),
-            past_end=bool(reply.get("past_end")), lines=int(reply.get("lines", 0)), chars=int(reply.get("chars", 0)),
+            past_end=bool(reply.get("past_end")), lines=None if reply.get("lines") is None else int(reply["lines"]), chars=int(reply.get("chars", 0)),
             head=data[:head_len].decode("utf-8", "replace"), tail=data[head_len:].decode("utf-8", "replace"),
         )
 

@@ -140,7 +140,8 @@ class ToolExecutor:
         else:
             shown, truncated = cap_text(part.head, self.max_output_chars)
         if truncated:
-            shown += f"\n[the file has {part.lines:,} lines; read a smaller range with start_line and end_line]"
+            counted = "" if part.lines is None else f"the file has {part.lines:,} lines; "
+            shown += f"\n[{counted}read a smaller range with start_line and end_line]"
         return ToolResult(tool="read_file", observation=shown if shown else "(empty file)", output_truncated=truncated)
 
     def _write_file(self, args: WriteFileArgs, _time_left: float | None) -> ToolResult:

@@ -168,6 +168,12 @@ def test_read_file_line_ranges() -> None:
         assert obs == "line 3\nline 4\n"
         obs, _, _, _, info = env.step({"name": "read_file", "arguments": {"path": "n.txt", "start_line": 50}})
         assert info["tool_error"]["type"] == "invalid_arguments" and "10 lines" in obs
+    with make(max_output_chars=200) as env:  # a range longer than an observation: cut, with the file's length
+        env.reset()
+        env.step({"name": "write_file", "arguments": {"path": "n.txt", "content": "".join(f"line {i}\n" for i in range(1, 101))}})
+        obs, _, _, _, info = env.step({"name": "read_file", "arguments": {"path": "n.txt", "start_line": 2}})
+        assert info["output_truncated"] and obs.startswith("line 2\n") and "line 100\n" in obs
+        assert obs.endswith("[the file has 100 lines; read a smaller range with start_line and end_line]")
 
 
 def test_step_budget_truncates_and_grades() -> None:
