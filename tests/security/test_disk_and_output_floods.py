@@ -57,6 +57,11 @@ WRITERS = {
         "python3 -c $'import os\\nf = open(\"/tmp/held\", \"wb\")\\nos.unlink(\"/tmp/held\")\\n"
         "block = bytes(1 << 20)\\nfor _ in range(3072):\\n    f.write(block)\\nprint(\"wrote\")\\n"
         "import time\\ntime.sleep(20)'"),  # and holds it: only a check while the command runs sees it
+    "a folder deeper than a path can name": (  # 40 names of 200 bytes: past PATH_MAX, reached by descriptor
+        "python3 -c $'import os\\nfd = os.open(\"/home/code\", os.O_RDONLY)\\nfor _ in range(40):\\n"
+        "    os.mkdir(\"d\" * 200, dir_fd=fd)\\n    fd = os.open(\"d\" * 200, os.O_RDONLY, dir_fd=fd)\\n"
+        "out = os.open(\"big\", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)\\nblock = bytes(1 << 20)\\n"
+        "for _ in range(3072):\\n    os.write(out, block)\\nprint(\"wrote\")'"),
 }
 
 
