@@ -44,6 +44,9 @@ MAX_INLINE_BYTES = 3000  # a pty line in canonical mode holds 4095 bytes; longer
 _HEADER = struct.Struct(">I")
 _MAX_HEADER = 1 << 24
 _FLOOD_POLL_S = 0.05
+# What an entry of the agent's counts towards the disk limit at least (see Warden.op_usage): so
+# the default 20 GiB holds about five million files, a third of a typical host's inodes.
+INODE_CHARGE = 4096
 # The end-of-command marker bash prints on the pty: one write (no leading newline: only markers
 # and bash's own notices reach the pty, so a marker never shares a line with command output).
 _MARKER_FORMAT = "'\\001%s %d %d\\002\\n'"
@@ -868,7 +871,9 @@ def _walk_bytes(root: str, dev: int, seen: set, by_size: frozenset) -> int:
                 continue
             if info.st_nlink > 1:
                 seen.add((info.st_dev, info.st_ino))
-            total += _bytes_used(info, by_size)
+            # Every file, folder and link counts at least one block: an inode is the host file
+            # system's too (a million empty files would cost no bytes and exhaust its inodes).
+            total += max(_bytes_used(info, by_size), INODE_CHARGE)
             if stat.S_ISDIR(info.st_mode):
                 try:
                     child = os.open(entry.name, flags, dir_fd=fd)

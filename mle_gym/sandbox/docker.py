@@ -130,7 +130,9 @@ class DockerSandboxConfig(BaseModel):
     disk_limit: str | None = "20g"
     """Most bytes an episode may write (its container's writable layer, /tmp and the logs
     included). Enough for the checkpoints of the models MLE-bench agents train; lower it when
-    many episodes share a small disk. Going over ends the episode (truncation_reason "disk_limit")."""
+    many episodes share a small disk. Every file, folder and link counts at least one 4 KiB block (an
+    inode of the host's: the default allows about five million files). Going over ends the episode
+    (truncation_reason "disk_limit")."""
     max_saved_output_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     """Cap on the full output of one command kept in the logs folder."""
     warm_pool: bool = True

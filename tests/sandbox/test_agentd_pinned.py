@@ -108,6 +108,16 @@ def test_the_warden_walk_counts_a_tree_deeper_than_a_path_can_name(tmp_path: Pat
     assert agentd._walk_bytes(str(tmp_path / "missing"), dev, set(), frozenset()) == 0
 
 
+def test_the_warden_walk_counts_each_entry_at_least_a_block(tmp_path: Path) -> None:
+    root = tmp_path / "w"
+    (root / "sub").mkdir(parents=True)
+    for i in range(100):
+        (root / "sub" / f"empty{i}").touch()
+    os.symlink("nowhere", root / "link")
+    used = agentd._walk_bytes(str(root), os.lstat(root).st_dev, set(), frozenset())
+    assert used >= 102 * agentd.INODE_CHARGE  # 100 empty files, a folder and a link
+
+
 pytest.importorskip("hypothesis", reason="the property test needs hypothesis (pip install -e '.[dev]')")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

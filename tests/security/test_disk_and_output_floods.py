@@ -79,3 +79,19 @@ def test_going_over_disk_limit_ends_the_episode(open_episode, where: str) -> Non
     assert drop < HOST_LOSS_BOUND, f"the host lost {drop / 2**30:.2f} GiB under disk_limit='500m'"
     episode.reset()  # the next episode starts with its disk to itself
     assert episode.sh("df -P /home/code >/dev/null && echo fresh").startswith("fresh")
+
+
+def test_a_flood_of_empty_files_ends_the_episode(open_episode) -> None:
+    """Empty files take no blocks but each takes one of the host's inodes: each counts a block
+    (agentd.INODE_CHARGE), so 150,000 of them go over a 500 MB limit, and the episode ends."""
+    episode = open_episode(disk_limit="500m", command_timeout_s=120, max_steps=10)
+    before = episode.host_free()
+    script = ("python3 -c $'import os\\nfor d in range(150):\\n    os.mkdir(f\"/home/code/e{d}\")\\n"
+              "    for f in range(1000):\\n        os.close(os.open(f\"/home/code/e{d}/{f}\", os.O_CREAT | os.O_WRONLY))\\n"
+              "print(\"made\")'")
+    result = episode.bash(script)
+    if not result.truncated:
+        result = episode.bash("true")
+    assert result.truncated and result.info.get("truncation_reason") == "disk_limit", (
+        f"150,000 empty files under disk_limit='500m' did not end the episode: {result.info}")
+    assert episode.host_drop(before) < HOST_LOSS_BOUND
