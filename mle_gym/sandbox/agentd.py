@@ -44,7 +44,7 @@ MAX_INLINE_BYTES = 3000  # a pty line in canonical mode holds 4095 bytes; longer
 _HEADER = struct.Struct(">I")
 _MAX_HEADER = 1 << 24
 _FLOOD_POLL_S = 0.05
-# What an entry of the agent's counts towards the disk limit at least (see Warden.op_usage): so
+# What a file, folder or link of the agent's counts towards the disk limit at least (_bytes_used): so
 # the default 20 GiB holds about five million files, a third of a typical host's inodes.
 INODE_CHARGE = 4096
 # The end-of-command marker bash prints on the pty: one write (no leading newline: only markers
@@ -871,9 +871,7 @@ def _walk_bytes(root: str, dev: int, seen: set, by_size: frozenset) -> int:
                 continue
             if info.st_nlink > 1:
                 seen.add((info.st_dev, info.st_ino))
-            # Every file, folder and link counts at least one block: an inode is the host file
-            # system's too (a million empty files would cost no bytes and exhaust its inodes).
-            total += max(_bytes_used(info, by_size), INODE_CHARGE)
+            total += _bytes_used(info, by_size)
             if stat.S_ISDIR(info.st_mode):
                 try:
                     child = os.open(entry.name, flags, dir_fd=fd)
@@ -918,13 +916,16 @@ def _deleted_open_bytes(uid: int | None, by_size: frozenset = frozenset()) -> in
 
 
 def _bytes_used(info: os.stat_result, by_size: frozenset = frozenset()) -> int:
-    """Disk a file takes: its blocks, or at least its size on the devices in `by_size`.
+    """Disk a file takes: its blocks, or at least its size on the devices in `by_size`, and at
+    least INODE_CHARGE.
 
     fuse-overlayfs (Docker's storage driver on some hosts) stops updating a file's blocks while
     it is being written, so a flood there would go unseen; on such a file system a file counts
-    at least at its size (a sparse file there counts in full).
+    at least at its size (a sparse file there counts in full). Every file, folder and link also
+    holds one of the host file system's inodes: a million empty files would cost no blocks and
+    exhaust them, so each counts at least one block.
     """
-    blocks = info.st_blocks * 512
+    blocks = max(info.st_blocks * 512, INODE_CHARGE)
     if info.st_dev in by_size and stat.S_ISREG(info.st_mode):
         return max(blocks, info.st_size)
     return blocks

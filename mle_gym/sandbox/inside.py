@@ -229,9 +229,11 @@ class InsideSandbox(Sandbox):
         reply, data = self._file_call({"op": "read_lines", "path": self.resolve(path), "start_line": start_line,
                                        "end_line": end_line, "max_bytes": max_file_bytes, "keep_chars": keep_chars})
         head_len = int(reply.get("head", 0))
+        lines = reply.get("lines")  # counted only where the observation says it
         return TextSlice(
             size=int(reply["size"]), too_large=bool(reply.get("too_large")), binary=bool(reply.get("binary")),
-            past_end=bool(reply.get("past_end")), lines=None if reply.get("lines") is None else int(reply["lines"]), chars=int(reply.get("chars", 0)),
+            past_end=bool(reply.get("past_end")), lines=None if lines is None else int(lines),
+            chars=int(reply.get("chars", 0)),
             head=data[:head_len].decode("utf-8", "replace"), tail=data[head_len:].decode("utf-8", "replace"),
         )
 
