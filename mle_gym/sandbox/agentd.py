@@ -814,7 +814,10 @@ class Warden:
             if not stat.S_ISDIR(top.st_mode):
                 total += _bytes_used(top, self.by_size)
                 continue
-            total += _walk_bytes(root, top.st_dev, seen, self.by_size)
+            try:
+                total += _walk_bytes(root, top.st_dev, seen, self.by_size)
+            except _Unmeasurable as exc:  # fail closed: what cannot be measured is over the limit
+                return {"bytes": total, "unmeasurable": f"{root}: {exc}"}, b""
         return {"bytes": total + _deleted_open_bytes(self.uid, self.by_size)}, b""
 
     def op_kill(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
@@ -839,11 +842,23 @@ class Warden:
         return {"killed": killed}, b""
 
 
+class _Unmeasurable(Exception):
+    """A folder the disk walk cannot enter for want of descriptors (a tree built deeper than
+    the walk may hold open): what lies below would go uncounted."""
+
+
+# Folders the disk walk holds open at once, one per level: far deeper than any real work goes,
+# well under the container's descriptor limit (20,000 here).
+MAX_WALK_DEPTH = 4096
+
+
 def _walk_bytes(root: str, dev: int, seen: set, by_size: frozenset) -> int:
     """Bytes used under the folder `root` on device `dev`, walked by descriptor: each folder is
     opened from its parent's, never following a link, and each entry's lstat is one name in its
-    folder (no path to build, so no depth is too deep; on fuse-overlayfs a lookup from "/"
-    would cost a round trip to the FUSE daemon). Files with several links count once (`seen`)."""
+    folder (no path to build, so no path is too long; on fuse-overlayfs a lookup from "/"
+    would cost a round trip to the FUSE daemon). Files with several links count once (`seen`).
+    A tree deeper than MAX_WALK_DEPTH, or one the walk runs out of descriptors in, raises
+    _Unmeasurable rather than go uncounted."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
         fd = os.open(root, flags)
@@ -873,9 +888,13 @@ def _walk_bytes(root: str, dev: int, seen: set, by_size: frozenset) -> int:
                 seen.add((info.st_dev, info.st_ino))
             total += _bytes_used(info, by_size)
             if stat.S_ISDIR(info.st_mode):
+                if len(stack) >= MAX_WALK_DEPTH:
+                    raise _Unmeasurable(f"folders nested more than {MAX_WALK_DEPTH:,} deep")
                 try:
                     child = os.open(entry.name, flags, dir_fd=fd)
-                except OSError:
+                except OSError as exc:
+                    if exc.errno in (errno.EMFILE, errno.ENFILE):
+                        raise _Unmeasurable(f"too many folders open to walk ({exc.strerror})") from None
                     continue
                 try:
                     stack.append((child, os.scandir(child)))

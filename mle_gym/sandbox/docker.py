@@ -734,6 +734,12 @@ class DockerSandbox(InsideSandbox):
                 "continue in a fresh container") from exc
         used = int(reply["bytes"])
         self.disk_used_bytes = used
+        if reply.get("unmeasurable"):
+            raise LimitBreached(
+                "disk_limit",
+                f"the episode's files could not be measured ({reply['unmeasurable']}), so its disk use "
+                f"cannot be held to its limit of {self.config.disk_limit}; every process was stopped and the episode ends",
+            )
         if used > self._disk_limit:
             raise LimitBreached(
                 "disk_limit",

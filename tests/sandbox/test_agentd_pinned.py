@@ -179,3 +179,31 @@ def test_random_operations_answer_the_same_pinned_or_not(tmp_path_factory: pytes
         assert (base / "outside" / "x.txt").read_text() == "secret\n"
         assert sorted(p.name for p in (base / "outside").iterdir()) == ["x.txt"]
         assert (base / "data" / "x.txt").read_text() == "public\n"
+
+
+def test_the_warden_walk_refuses_a_tree_deeper_than_it_holds_open(tmp_path: Path) -> None:
+    # Below MAX_WALK_DEPTH the walk would run out of descriptors and miss what lies there: it
+    # says so instead (the host then ends the episode at its disk limit).
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(agentd.MAX_WALK_DEPTH + 2):
+        os.mkdir("d", dir_fd=fd)
+        child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.close(fd)
+    try:
+        with pytest.raises(agentd._Unmeasurable, match="nested more than"):
+            agentd._walk_bytes(str(tmp_path), os.lstat(tmp_path).st_dev, set(), frozenset())
+        reply, _ = agentd.Warden({"writable": [str(tmp_path)], "uid": os.getuid()}).op_usage({}, b"")
+        assert "nested more than" in reply["unmeasurable"]
+    finally:  # from the bottom up: pytest's own clean-up recurses, and this tree is too deep for it
+        chain = [os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)]
+        while True:
+            try:
+                chain.append(os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=chain[-1]))
+            except FileNotFoundError:
+                break
+        os.close(chain.pop())
+        while chain:
+            os.rmdir("d", dir_fd=chain[-1])
+            os.close(chain.pop())

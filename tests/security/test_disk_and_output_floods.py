@@ -62,6 +62,12 @@ WRITERS = {
         "    os.mkdir(\"d\" * 200, dir_fd=fd)\\n    fd = os.open(\"d\" * 200, os.O_RDONLY, dir_fd=fd)\\n"
         "out = os.open(\"big\", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)\\nblock = bytes(1 << 20)\\n"
         "for _ in range(3072):\\n    os.write(out, block)\\nprint(\"wrote\")'"),
+    "a folder deeper than the walk holds open": (  # 25,000 levels: past the descriptors one may hold
+        "python3 -c $'import os\\nfd = os.open(\"/home/code\", os.O_RDONLY)\\nfor _ in range(25000):\\n"
+        "    os.mkdir(\"d\", dir_fd=fd)\\n    child = os.open(\"d\", os.O_RDONLY, dir_fd=fd)\\n"
+        "    os.close(fd)\\n    fd = child\\n"
+        "out = os.open(\"big\", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)\\nblock = bytes(1 << 20)\\n"
+        "for _ in range(3072):\\n    os.write(out, block)\\nprint(\"wrote\")'"),
 }
 
 
