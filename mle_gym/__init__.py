@@ -2,9 +2,21 @@
 
 Importing the package registers `mle/<kaggle-id>` and `mle/<alias>` for every packaged
 competition, e.g. `gym.make("mle/aerial-cactus")`.
+
+The house, by concern (each package's docstring says what it may import):
+`envs` the Gymnasium env; `tools` the tool table, parsing and rendering; `sandbox` where commands
+run; `records` trajectories, replay, exports, the viewer; `runs` the runner, Ray runs, progress and
+run rates; `pools` what trainers import; `integrations` trainer adapters; `cli` every command.
 """
 
 from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+from types import ModuleType
 
 from mle_gym.registry import env_ids, register_envs
 from mle_gym.tools.schemas import ToolCall
@@ -12,10 +24,60 @@ from mle_gym.tools.schemas import ToolCall
 __version__ = "0.1.0"
 __all__ = ["EpisodePool", "ToolCall", "__version__", "env_ids", "register_envs"]
 
+# Module paths of the release before the house was ordered by concern, kept working for one release
+# (until 0.2): importing one warns and hands over the module at its new home (the same object).
+MOVED_MODULES = {
+    "mle_gym.pool": "mle_gym.pools.episode_pool",
+    "mle_gym.ray_pool": "mle_gym.pools.ray_pool",
+    "mle_gym.trajectory": "mle_gym.records.trajectory",
+    "mle_gym.replay": "mle_gym.records.replay",
+    "mle_gym.export": "mle_gym.records.export",
+    "mle_gym.viewer": "mle_gym.records.viewer",
+    "mle_gym.runner": "mle_gym.runs.runner",
+    "mle_gym.ray_run": "mle_gym.runs.ray_run",
+    "mle_gym.progress": "mle_gym.runs.progress",
+    "mle_gym.report": "mle_gym.runs.rates",
+    "mle_gym.commands": "mle_gym.cli.competitions",
+    "mle_gym.run_cli": "mle_gym.cli.run",
+    "mle_gym.trajectory_cli": "mle_gym.cli.records",
+    "mle_gym.grading.cli": "mle_gym.cli.grade",
+    "mle_gym.sandbox.gpus": "mle_gym.sandbox.docker.gpus",
+    "mle_gym.sandbox.image": "mle_gym.sandbox.docker.image",
+}
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds the old module paths of MOVED_MODULES; loading one returns the module at its new path."""
+
+    def __init__(self) -> None:
+        self._own: dict[str, dict[str, object]] = {}
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MOVED_MODULES:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        new = MOVED_MODULES[spec.name]
+        warnings.warn(f"{spec.name} moved to {new}; the old path goes in mle-gym 0.2", DeprecationWarning, stacklevel=2)
+        module = importlib.import_module(new)
+        self._own[spec.name] = {k: getattr(module, k) for k in ("__spec__", "__loader__", "__package__", "__file__", "__path__")
+                     if hasattr(module, k)}
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        # Already executed at its new path; importlib stamped the old path's spec on it: undo that.
+        for key, value in self._own.pop(module.__name__, {}).items():
+            setattr(module, key, value)
+
+
+if not any(isinstance(f, _MovedModules) for f in sys.meta_path):
+    sys.meta_path.insert(0, _MovedModules())
+
 
 def __getattr__(name: str) -> object:
     if name == "EpisodePool":  # imported on first use: `import mle_gym` stays light
-        from mle_gym.pool import EpisodePool
+        from mle_gym.pools.episode_pool import EpisodePool
 
         return EpisodePool
     raise AttributeError(f"module 'mle_gym' has no attribute {name!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mle_gym.sandbox.image import chosen_packages
+from mle_gym.sandbox.docker.image import chosen_packages
 from mle_gym.tools.parse import usage
 from mle_gym.tools.schemas import TOOL_NAMES
 

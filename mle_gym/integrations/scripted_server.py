@@ -210,21 +210,7 @@ class ScriptedChatServer:
         self.close()
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m mle_gym.integrations.scripted_server [--port N]`: serve until interrupted."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--plans", default=",".join(PLANS), help="comma-separated plans, given out in turn")
-    args = parser.parse_args(argv)
-    with ScriptedChatServer(args.plans.split(","), port=args.port) as server:
-        print(f"scripted model at {server.base_url} (plans: {', '.join(server.plans)}); Ctrl-C stops it", flush=True)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
-
-
 if __name__ == "__main__":
+    from mle_gym.cli.scripted_server import main
+
     main()

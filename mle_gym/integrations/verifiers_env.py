@@ -2,7 +2,7 @@
 
 `MLEGymEnv` is a `verifiers.MultiTurnEnv` whose rollouts are mle-gym episodes. Its dataset holds
 one row per (competition, seed); a rollout takes a free episode slot from a pool of environments
-(`mle_gym.pool.EpisodePool` by default; `RayEpisodePool` through `pool_factory`), resets it on its
+(`mle_gym.pools.episode_pool.EpisodePool` by default; `RayEpisodePool` through `pool_factory`), resets it on its
 row's competition with its row's seed, and puts the task statement in the prompt. Each assistant
 message goes to `env.step()` as raw text (the tool calls inside it, in any format
 `mle_gym.tools.message` reads), and the observation comes back as the next user message. The
@@ -50,7 +50,7 @@ except ImportError as exc:  # the extra is not installed
 
 from mle_gym.competitions import get_competition
 from mle_gym.errors import CompetitionNotFoundError, MLEGymError
-from mle_gym.pool import EpisodePool
+from mle_gym.pools.episode_pool import EpisodePool
 from mle_gym.registry import split_members
 from mle_gym.tools import openai_tools, tool_prompt
 

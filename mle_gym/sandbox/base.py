@@ -161,7 +161,7 @@ class Sandbox(abc.ABC):
 
     def image_manifest(self) -> dict[str, Any]:
         """What the sandbox's image says it holds (profile, Python version, installed
-        distributions: `mle_gym.sandbox.image.MANIFEST_PATH`), or {} when it says nothing."""
+        distributions: `mle_gym.sandbox.docker.image.MANIFEST_PATH`), or {} when it says nothing."""
         return {}
 
     @abc.abstractmethod

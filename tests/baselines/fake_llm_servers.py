@@ -198,8 +198,8 @@ def play_llm_episode(tmp_path: Any, server: Any, *, max_steps: int = 30, **optio
 
     import mle_gym  # noqa: F401  (registers the envs)
     from mle_gym.baselines import get_agent
-    from mle_gym.runner import play_episode
-    from mle_gym.trajectory import TrajectoryRecorder, load_trajectory
+    from mle_gym.runs.runner import play_episode
+    from mle_gym.records.trajectory import TrajectoryRecorder, load_trajectory
 
     env = TrajectoryRecorder(gym.make("mle/aerial-cactus", data="sample", sandbox="local", max_steps=max_steps),
                              tmp_path / "traj")

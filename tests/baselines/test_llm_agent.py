@@ -12,9 +12,9 @@ from chat_server import ChatServer, text_reply, tool_reply
 import mle_gym  # noqa: F401  (registers the envs)
 from mle_gym.baselines import get_agent
 from mle_gym.baselines.llm import ChatCompletionError
-from mle_gym.runner import play_episode
+from mle_gym.runs.runner import play_episode
 from mle_gym.tools.schemas import TOOL_NAMES
-from mle_gym.trajectory import TrajectoryRecorder, load_trajectory
+from mle_gym.records.trajectory import TrajectoryRecorder, load_trajectory
 
 COMP = "mle/aerial-cactus"
 

@@ -29,9 +29,9 @@ import mle_gym  # noqa: F401  (registers the envs)
 from mle_gym.baselines import get_agent
 from mle_gym.baselines import llm as llm_module
 from mle_gym.baselines.llm_clients import ModelCallError, pick_provider
-from mle_gym.export import trajectory_to_records
-from mle_gym.runner import play_episode
-from mle_gym.trajectory import model_call_messages
+from mle_gym.records.export import trajectory_to_records
+from mle_gym.runs.runner import play_episode
+from mle_gym.records.trajectory import model_call_messages
 
 COMP = "mle/aerial-cactus"
 

@@ -30,8 +30,8 @@ from fake_llm_servers import (
 import mle_gym  # noqa: F401  (registers the envs)
 from mle_gym.baselines import get_agent
 from mle_gym.baselines import llm as llm_module
-from mle_gym.export import is_turn_call, recorded_conversations, trajectory_to_records
-from mle_gym.trajectory import model_call_messages
+from mle_gym.records.export import is_turn_call, recorded_conversations, trajectory_to_records
+from mle_gym.records.trajectory import model_call_messages
 
 COMP = "mle/aerial-cactus"
 ASK = "Write the notes that replace the transcript above"
@@ -150,8 +150,8 @@ def test_a_long_episode_keeps_running_past_several_summaries(tmp_path: Path, sle
     assert len([t for t in trims if t.get("summary", {}).get("outcome") == "ok"]) == n
     assert all(t["reason"] == "near the context window" for t in trims)
     assert [t["summary"]["call"] for t in trims if "summary" in t] == [c.index for c in summaries]
-    from mle_gym.trajectory_cli import format_transcript
-    from mle_gym.viewer import _model_call_html
+    from mle_gym.cli.records import format_transcript
+    from mle_gym.records.viewer import _model_call_html
 
     shown = format_transcript(traj)
     assert all(f"summary call {c.index} (" in shown for c in summaries)   # `mle-gym show` labels them

@@ -10,7 +10,7 @@ import pytest
 
 import mle_gym  # noqa: F401
 from mle_gym.baselines import get_agent, list_agents
-from mle_gym.runner import play_episode
+from mle_gym.runs.runner import play_episode
 
 
 def _actions(seed: int, max_steps: int = 50, **options: object) -> tuple[list[dict], object]:

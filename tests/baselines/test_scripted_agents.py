@@ -13,7 +13,7 @@ from mle_gym.baselines.scripted import ScriptedAgent
 from mle_gym.baselines.solutions import SOLUTIONS
 from mle_gym.competitions import get_competition, list_competitions
 from mle_gym.competitions.datasets import load_dataset
-from mle_gym.runner import play_episode
+from mle_gym.runs.runner import play_episode
 
 TORCH = subprocess.run(["python3", "-c", "import torch"], capture_output=True).returncode == 0
 

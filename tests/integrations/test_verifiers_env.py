@@ -313,7 +313,7 @@ def test_an_episode_verifiers_stops_early_is_graded_on_what_is_on_disk(vfe: Any,
 def test_the_same_rollouts_run_with_episodes_on_ray(vfe: Any, keep_signal_handlers: None, data_root: Path) -> None:
     """The trainer's code is unchanged on a cluster: only the pool factory says RayEpisodePool (a local Ray here)."""
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'mle-gym[ray]')")
-    from mle_gym.ray_pool import RESOURCE, RayEpisodePool
+    from mle_gym.pools.ray_pool import RESOURCE, RayEpisodePool
 
     options = {"sandbox": "local", "reward": "percentile"}
     made: list[Any] = []

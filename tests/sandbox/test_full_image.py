@@ -16,8 +16,8 @@ import pytest
 
 import mle_gym  # noqa: F401  (registers the environments)
 from mle_gym.baselines.scripted import ScriptedAgent
-from mle_gym.runner import play_episode
-from mle_gym.sandbox.image import list_images, read_stack
+from mle_gym.runs.runner import play_episode
+from mle_gym.sandbox.docker.image import list_images, read_stack
 
 pytestmark = pytest.mark.docker
 

@@ -10,7 +10,7 @@ import pytest
 
 from mle_gym.errors import GPUUnavailableError
 from mle_gym.sandbox.docker import DockerSandboxConfig, gpu_device_requests
-from mle_gym.sandbox.gpus import lease_gpus
+from mle_gym.sandbox.docker.gpus import lease_gpus
 
 DEVICES = ["0", "1", "2", "3"]
 
@@ -34,7 +34,7 @@ def test_leases_never_share_a_device_and_go_round_robin(tmp_path: Path) -> None:
 
 def test_another_process_cannot_take_a_leased_device(tmp_path: Path) -> None:
     held = lease_gpus(["7"], 1, folder=tmp_path)
-    probe = ("import sys; from pathlib import Path; from mle_gym.sandbox.gpus import lease_gpus\n"
+    probe = ("import sys; from pathlib import Path; from mle_gym.sandbox.docker.gpus import lease_gpus\n"
              "try:\n    lease_gpus(['7'], 1, folder=Path(sys.argv[1])); print('got it')\n"
              "except Exception as exc:\n    print(type(exc).__name__)")
     run = lambda: subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True,

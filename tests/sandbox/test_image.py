@@ -10,7 +10,7 @@ import pytest
 
 from mle_gym.errors import DockerUnavailableError
 from mle_gym.sandbox import image
-from mle_gym.sandbox.image import (
+from mle_gym.sandbox.docker.image import (
     BASE_PACKAGES,
     BASE_TAG,
     MANIFEST_PATH,

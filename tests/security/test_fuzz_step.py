@@ -29,7 +29,7 @@ import mle_gym  # noqa: E402,F401  (registers the envs)
 from mle_gym.tools import MAX_CALLS_PER_MESSAGE, TOOL_ERROR_TYPES, TOOL_NAMES  # noqa: E402
 from mle_gym.tools.parse import MAX_ACTION_CHARS  # noqa: E402
 from mle_gym.tools.schemas import MAX_NAME_BYTES, MAX_PATH_BYTES  # noqa: E402
-from mle_gym.trajectory import TrajectoryRecorder, load_trajectory  # noqa: E402
+from mle_gym.records.trajectory import TrajectoryRecorder, load_trajectory  # noqa: E402
 
 # -- strategies -----------------------------------------------------------------------------------
 _surrogates = st.characters(categories=["Cs"])

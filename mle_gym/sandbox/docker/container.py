@@ -1,0 +1,627 @@
+"""Docker backend: each episode in a fresh container that holds the public data and nothing else.
+
+Walls:
+- No folder the agent can write is shared with the host process. `/home/submission`,
+  `/home/code` and `/home/logs` are anonymous volumes of the container alone (Docker's storage,
+  removed with it); commands and file operations run inside the container through the helper
+  (`agentd`), as the agent's non-root user, and the host receives bytes. The host never
+  resolves a path the agent controls.
+- The public data is baked into an image layer of its own (`mle-gym-data:<fingerprint>`,
+  built once per dataset and image): containers share it read-only (root-owned, the agent is
+  not root) without a bind mount, so nothing in the container names a host path.
+- Every episode gets a fresh container: nothing the previous one did survives (files, modes,
+  processes, IPC objects, /dev/shm). A warm spare is started in the background after each
+  reset, so reset() only swaps containers; the old one is removed in the background.
+- Disk: the container's writable layer (as Docker measures it) plus the deleted files its
+  processes hold open are checked against `disk_limit` about once a second while a command
+  runs and after steps; going over kills every process of the agent and ends the episode.
+- The private answers never enter a container: grading runs on the host over copied bytes.
+
+Containers are labelled with the owning host process. Each one's main process reads a stdin
+that only the owner holds (the lifeline), so no container outlives its owner; `mle-gym gc`
+removes what a daemon fault left. A remote `DOCKER_HOST` works (nothing is bind-mounted).
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import datetime as _dt
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import docker.types
+
+from mle_gym.errors import (
+    ContainerDiedError,
+    DockerUnavailableError,
+    GPUUnavailableError,
+    ImageNotFoundError,
+    SandboxError,
+    SandboxStartError,
+)
+from mle_gym.sandbox.channel import (
+    BOOT,
+    HelperChannel,
+    HelperGoneError,
+    SocketTransport,
+    Transport,
+)
+from mle_gym.sandbox.docker.client import (
+    _DOCKER_ERRORS,
+    AGENT_HOME,
+    CONTAINER_PATHS,
+    LABEL,
+    LABEL_CREATED,
+    LABEL_HOST,
+    LABEL_PID,
+    LABEL_PID_START,
+    NAME_PREFIX,
+    shared_client,
+)
+from mle_gym.sandbox.docker.config import DockerSandboxConfig
+from mle_gym.sandbox.docker.data_images import ensure_data_image
+from mle_gym.sandbox.docker.gpus import GPULease, gpu_device_requests
+from mle_gym.sandbox.docker.image import MANIFEST_PATH
+from mle_gym.sandbox.inside import InsideSandbox, LimitBreached
+from mle_gym.sandbox.owners import process_start_ticks
+from mle_gym.units import parse_size
+
+log = logging.getLogger(__name__)
+
+# Where the agent can write in an image, by (image id, agent uid:gid): found once per process.
+_WRITABLE: dict[tuple[str, str], list[str]] = {}
+_MANIFESTS: dict[str, dict[str, Any]] = {}  # image id -> the manifest its mle-gym layer wrote
+
+# Containers are made and removed off the episode's thread, shared by every sandbox.
+_WORKERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="mle-gym-docker")
+
+class _HelperStartError(SandboxStartError):
+    """A container started, its helper did not (a busy machine, or an image without python3 and bash)."""
+
+
+# Strong references on purpose: a sandbox dropped without close() still gets its containers
+# removed when the interpreter exits (a killed interpreter leaves it to the lifeline and gc).
+_OPEN: set[DockerSandbox] = set()
+
+
+@atexit.register
+def _close_all_open() -> None:
+    """Remove the containers of sandboxes nobody closed, when the interpreter exits."""
+    for sandbox in list(_OPEN):
+        sandbox.close()
+
+# -- containers --------------------------------------------------------------------------
+class _Box:
+    """One container with its lifeline, and the helper started in it (if any)."""
+
+    def __init__(self, container_id: str, name: str, lifeline: Any) -> None:
+        self.id = container_id
+        self.name = name
+        self.lifeline = lifeline
+        self.helper: HelperChannel | None = None  # the agent's side: shell and files, as the agent
+        self.warden: HelperChannel | None = None  # root's side: disk usage, ending the agent's processes
+
+
+class DockerSandbox(InsideSandbox):
+    """A fresh container per episode; see the module docstring."""
+
+    # The writable folders are mount points and /home/data sits in a root-owned /home: the
+    # agent can move none of them, so the helper may hold them open.
+    pin_roots = True
+
+    def __init__(self, data_dir: Path, config: DockerSandboxConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or DockerSandboxConfig()
+        self.max_saved_output_bytes = self.config.max_saved_output_bytes
+        self.start_timeout_s = self.config.start_timeout_s
+        self._data_dir = Path(data_dir).resolve()
+        self.paths = CONTAINER_PATHS
+        self._client: docker.DockerClient | None = None
+        self._image_id: str | None = None
+        self._data_image: str | None = None
+        self._agent_spec: str | None = None
+        self._writable: list[str] = []
+        self._manifest: dict[str, Any] = {}
+        self._gpus_got: list[str] = []
+        self._device_requests: list[docker.types.DeviceRequest] = []
+        self._gpu_lease: GPULease | None = None
+        self._box: _Box | None = None
+        self._spare: concurrent.futures.Future[_Box] | None = None
+        self._retiring: list[concurrent.futures.Future[None]] = []
+        self._closed = False
+        self._disk_limit = parse_size(self.config.disk_limit) if self.config.disk_limit else None
+        self._last_disk_check = 0.0
+        self._disk_check_s = 0.0
+        self.disk_used_bytes: int | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        self._check_open()
+        if self._box is None:
+            self.reset()
+        else:
+            self._ensure_helper()
+
+    def reset(self) -> None:
+        """A fresh container for the next episode (the warm spare when ready); the old one is removed."""
+        self._check_open()
+        self._prepare()
+        old, self._box = self._box, None
+        self._helper = None
+        if old is not None:
+            self._retire(old)
+        box = self._take_spare()
+        if box is None:
+            box = self._make_box()
+        self._box = box
+        self._helper = box.helper
+        self.breach = None
+        self.disk_used_bytes = None
+        self._last_disk_check = time.monotonic()
+        if self._helper is None or not self._helper.alive():
+            self._start_helper()
+        if self.config.warm_pool:
+            self._spare = _WORKERS.submit(self._make_box)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        _OPEN.discard(self)
+        self._helper = None
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            try:
+                self._remove_box(spare.result(timeout=self.config.start_timeout_s * 2))
+            except (concurrent.futures.TimeoutError, SandboxError, *_DOCKER_ERRORS) as exc:
+                log.debug("the spare container was not made: %s", exc)
+            except concurrent.futures.CancelledError:
+                pass
+        box, self._box = self._box, None
+        if box is not None:
+            self._remove_box(box)
+        lease, self._gpu_lease = self._gpu_lease, None
+        if lease is not None:
+            lease.release()
+        for future in self._retiring:
+            try:
+                future.result(timeout=60)
+            except (concurrent.futures.TimeoutError, *_DOCKER_ERRORS) as exc:
+                log.warning("removing an old container did not finish: %s (`mle-gym gc` will)", exc)
+        self._retiring.clear()
+        self._client = None  # the process's shared client stays open for the other sandboxes
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError("this Docker sandbox was closed; make a new one (or a new env) to run more episodes")
+
+    def _prepare(self) -> None:
+        """Once per sandbox: the daemon, the image, the data image, the agent's uid and the GPUs."""
+        if self._client is not None:
+            return
+        cfg = self.config
+        if not self._data_dir.is_dir():
+            raise SandboxStartError(
+                f"the public data folder {self._data_dir} does not exist; expected a prepared "
+                "competition's public folder (prepare the competition first)."
+            )
+        client = shared_client(cfg.start_timeout_s)
+        try:
+            self._image_id = client.images.get(cfg.image).id
+        except docker.errors.ImageNotFound:
+            raise ImageNotFoundError(
+                f"the sandbox image {cfg.image!r} is not in the local Docker engine. Build it with "
+                "`mle-gym image build --offline` (no registry needed) or `mle-gym image build` "
+                "(GPU image, needs internet), or pass image=... naming an image you have."
+            ) from None
+        except _DOCKER_ERRORS as exc:
+            raise DockerUnavailableError(f"could not look up image {cfg.image!r} in the Docker daemon: {exc}") from exc
+        self._device_requests, _ = self._resolve_gpus(client)
+        self._data_image = ensure_data_image(client, cfg.image, self._image_id, self._data_dir)
+        self._client = client
+        _OPEN.add(self)
+
+    def _make_box(self) -> _Box:
+        """A started container with its helpers; a helper that does not come up in time (a machine busy
+        starting many containers at once) gets one more try in a fresh container before it is an error."""
+        try:
+            return self._make_box_once()
+        except _HelperStartError as exc:
+            log.warning("%s; trying once more in a fresh container", exc)
+        try:
+            return self._make_box_once()
+        except _HelperStartError as exc:
+            raise SandboxStartError(
+                f"{exc}, twice. On a machine busy starting many containers at once, raise start_timeout_s "
+                f"(now {self.config.start_timeout_s:g} s) or start fewer at a time; otherwise check that the image "
+                f"{self.config.image!r} has `python3` and `bash` (rebuild it with `mle-gym image build --offline`)."
+            ) from exc
+
+    def _make_box_once(self) -> _Box:
+        """Create and start a container, probe it once per sandbox, start its helper."""
+        assert self._client is not None and self._data_image is not None
+        cfg = self.config
+        client = self._client
+        name = f"{NAME_PREFIX}{uuid.uuid4().hex[:12]}"
+        labels = {
+            LABEL: "1",
+            LABEL_PID: str(os.getpid()),
+            LABEL_PID_START: process_start_ticks(os.getpid()) or "",
+            LABEL_HOST: socket.gethostname(),
+            LABEL_CREATED: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+        # The writable folders are anonymous volumes of this container alone (populated from the
+        # image, so owned by the agent; removed with the container): plain host file system
+        # rather than the image's storage driver, which on fuse-overlayfs makes every write
+        # several times slower. The host never opens them: it only names them in this config.
+        mounts = [docker.types.Mount(target, None, type="volume")
+                  for target in (CONTAINER_PATHS.submission, CONTAINER_PATHS.code, CONTAINER_PATHS.logs)]
+        # SYS_PTRACE lets root's warden read the agent's /proc/<pid>/fd (deleted files it holds
+        # open count towards the disk limit); the agent is never root and has no capability.
+        host: dict[str, Any] = dict(
+            init=True, network_mode=cfg.network, security_opt=["no-new-privileges"], auto_remove=True,
+            mounts=mounts, cap_add=["SYS_PTRACE"],
+        )
+        if cfg.cpus is not None:
+            host["nano_cpus"] = int(cfg.cpus * 1e9)
+        memory = cfg.memory_bytes()
+        if memory is not None:
+            host["mem_limit"] = memory
+            host["memswap_limit"] = memory
+        if cfg.pids_limit is not None:
+            host["pids_limit"] = cfg.pids_limit
+        if cfg.shm_size is not None:
+            host["shm_size"] = cfg.shm_size
+        if self._device_requests:
+            host["device_requests"] = self._device_requests
+        box = None
+        try:
+            config = client.api.create_container_config(
+                self._data_image, ["sh", "-c", "exec cat > /dev/null"], labels=labels,
+                working_dir=CONTAINER_PATHS.code, hostname="sandbox", stdin_open=True, detach=True,
+                host_config=client.api.create_host_config(**host),
+            )
+            # The main process reads its stdin until EOF, and this process holds that stdin open
+            # (the lifeline). However this process ends, SIGKILL included, the kernel closes the
+            # socket, the main process exits and Docker removes the container (auto_remove).
+            config["StdinOnce"] = True
+            created = client.api.create_container_from_config(config, name=name)
+            box = _Box(created["Id"], name, None)
+            box.lifeline = client.api.attach_socket(created["Id"], params={"stdin": 1, "stream": 1})
+            client.api.start(created["Id"])
+        except docker.errors.APIError as exc:
+            self._remove_box(box or _Box(name, name, None))
+            text = str(exc)
+            if self._device_requests and ("device driver" in text or "gpu" in text.lower() or "nvidia" in text.lower()):
+                raise GPUUnavailableError(
+                    f"the container could not get the GPUs asked for (gpus={cfg.gpus!r}): {text}. "
+                    "Check `nvidia-smi` on the host and nvidia-container-toolkit, or pass gpus=None."
+                ) from exc
+            raise SandboxStartError(f"Docker could not start a container from {cfg.image!r}: {text}") from exc
+        except _DOCKER_ERRORS as exc:
+            if box is not None:
+                self._remove_box(box)
+            raise DockerUnavailableError(f"the Docker daemon failed while starting a container: {exc}") from exc
+        log.info("started container %s", name)
+        try:
+            if self._agent_spec is None:
+                self._probe(box)
+            box.warden = HelperChannel(
+                lambda: self._exec_transport(box, user="root"),
+                {"role": "warden", "writable": self._writable, "uid": self._agent_spec.split(":")[0]},
+                start_timeout_s=cfg.start_timeout_s)
+            box.warden.start()
+            box.helper = HelperChannel(lambda: self._exec_transport(box), self._helper_config(),
+                                       start_timeout_s=cfg.start_timeout_s)
+            box.helper.start()
+        except (HelperGoneError, *_DOCKER_ERRORS) as exc:
+            self._remove_box(box)
+            raise _HelperStartError(f"container {name} started but its helper did not come up ({exc})") from exc
+        except BaseException:
+            self._remove_box(box)
+            raise
+        return box
+
+    def _probe(self, box: _Box) -> None:
+        """Learn the agent's uid and gid and the GPUs a container gets, in one exec as root."""
+        cfg = self.config
+        script = 'set -e; id -u "$1"; id -g "$1"; ls -d /dev/nvidia[0-9]* 2>/dev/null || true'
+        for _ in range(3):  # Docker may hand back an exec's output empty (a known race): ask again
+            code, out = self._exec_quiet(box, ["sh", "-c", script, "sh", cfg.agent_user], user="root")
+            if code != 0 or out.strip():
+                break
+        lines = out.decode("utf-8", "replace").split()
+        if code != 0 or len(lines) < 2 or not (lines[0].isdigit() and lines[1].isdigit()):
+            raise SandboxStartError(
+                f"the image {cfg.image!r} has no user {cfg.agent_user!r} (or no `sh`/`id`) "
+                f"(probe exited {code}: {out[-300:]!r}). Rebuild it with `mle-gym image build "
+                "--offline`, or set agent_user= to a user the image has."
+            )
+        uid, gid = int(lines[0]), int(lines[1])
+        if uid == 0:
+            raise SandboxStartError(
+                f"agent_user={cfg.agent_user!r} is root in {cfg.image!r}; the agent must not be root "
+                "(it could then change the data and the helper). Name a non-root user of the image.")
+        self._gpus_got = [line.rsplit("nvidia", 1)[-1] for line in lines[2:] if line.startswith("/dev/nvidia")]
+        self._agent_spec = f"{uid}:{gid}"
+        self._writable = self._writable_places(box)
+        self._manifest = self._read_manifest(box)
+
+    def _read_manifest(self, box: _Box) -> dict[str, Any]:
+        """The image's manifest (once per image): a file root wrote at build time, which the agent cannot change."""
+        assert self._image_id is not None
+        cached = _MANIFESTS.get(self._image_id)
+        if cached is None:
+            assert self._agent_spec is not None
+            code, out = self._exec_quiet(box, ["cat", MANIFEST_PATH], user=self._agent_spec)
+            try:
+                cached = json.loads(out.decode("utf-8", "replace")) if code == 0 else {}
+            except ValueError:
+                cached = {}
+            if not isinstance(cached, dict):
+                cached = {}
+            _MANIFESTS[self._image_id] = cached
+        return cached
+
+    def image_manifest(self) -> dict[str, Any]:
+        return dict(self._manifest)
+
+    def _writable_places(self, box: _Box) -> list[str]:
+        """Where the agent can create or grow files in this image (once per image): the disk check's roots."""
+        assert self._image_id is not None and self._agent_spec is not None
+        cached = _WRITABLE.get((self._image_id, self._agent_spec))
+        if cached is None:
+            script = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o "
+                      "\\( -type d -o -type f \\) -writable -print 2>/dev/null; true")
+            code, out = self._exec_quiet(box, ["sh", "-c", script], user=self._agent_spec)
+            found = sorted((set(out.decode("utf-8", "replace").split("\n")) - {""})
+                           | {CONTAINER_PATHS.submission, CONTAINER_PATHS.code, CONTAINER_PATHS.logs})
+            cached = [p for p in found if not any(p.startswith(q.rstrip("/") + "/") for q in found if q != p)]
+            _WRITABLE[(self._image_id, self._agent_spec)] = cached
+        return cached
+
+    def _exec_transport(self, box: _Box, *, user: str | None = None) -> Transport:
+        """`python3 -c BOOT` exec'd in the container, its stream a socket straight to the daemon."""
+        assert self._client is not None and self._agent_spec is not None
+        api = self._client.api
+        try:
+            exec_id = api.exec_create(
+                box.id, ["python3", "-I", "-c", BOOT], stdin=True, stdout=True, stderr=True, tty=False,
+                user=user or self._agent_spec, workdir=CONTAINER_PATHS.code, environment={"HOME": AGENT_HOME},
+            )["Id"]
+            stream = api.exec_start(exec_id, socket=True)
+        except _DOCKER_ERRORS as exc:
+            raise HelperGoneError(f"could not start the helper in container {box.name}: {exc}") from exc
+        return SocketTransport(getattr(stream, "_sock", stream))
+
+    def _take_spare(self) -> _Box | None:
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        try:
+            box = spare.result(timeout=self.config.start_timeout_s * 2)
+        except (concurrent.futures.TimeoutError, SandboxError, *_DOCKER_ERRORS) as exc:
+            log.warning("the warm spare container failed (%s); making one now", exc)
+            return None
+        if not self._running(box):
+            self._retire(box)
+            return None
+        return box
+
+    def _running(self, box: _Box) -> bool:
+        assert self._client is not None
+        try:
+            return self._client.api.inspect_container(box.id)["State"]["Status"] == "running"
+        except docker.errors.NotFound:
+            return False
+        except _DOCKER_ERRORS as exc:
+            raise DockerUnavailableError(f"could not ask the Docker daemon about container {box.name}: {exc}") from exc
+
+    def _retire(self, box: _Box) -> None:
+        self._retiring = [f for f in self._retiring if not f.done()]
+        self._retiring.append(_WORKERS.submit(self._remove_box, box))
+
+    def _remove_box(self, box: _Box) -> None:
+        """Remove a container (its helper and lifeline go with it); never raises."""
+        for channel in (box.helper, box.warden):
+            if channel is not None:
+                channel.close()
+        box.helper = box.warden = None
+        client = self._client
+        if client is not None:
+            try:
+                client.api.remove_container(box.id, force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:  # 409: Docker is already removing it (auto_remove)
+                    log.warning("could not remove container %s: %s (`mle-gym gc` will)", box.name, exc)
+            except _DOCKER_ERRORS as exc:
+                log.warning("could not remove container %s: %s (`mle-gym gc` will)", box.name, exc)
+        lifeline, box.lifeline = box.lifeline, None
+        if lifeline is not None:
+            try:
+                getattr(lifeline, "_sock", lifeline).close()
+            except OSError as exc:
+                log.debug("closing the container's lifeline: %s", exc)
+
+    def _exec_quiet(self, box: _Box, argv: list[str], *, user: str) -> tuple[int, bytes]:
+        """Run a harness command in the container through the API (no pty, no shell state)."""
+        assert self._client is not None
+        exec_id = self._client.api.exec_create(box.id, argv, user=user, workdir="/")["Id"]
+        output = self._client.api.exec_start(exec_id)
+        code = self._client.api.exec_inspect(exec_id).get("ExitCode")
+        return int(code if code is not None else -1), output or b""
+
+    # -- hooks of InsideSandbox ----------------------------------------------------------
+    def _connect_helper(self) -> Transport:
+        if self._box is None:
+            raise SandboxError("the Docker sandbox has no container; call reset() first")
+        return self._exec_transport(self._box)
+
+    def _shell_env(self) -> dict[str, str]:
+        return {**super()._shell_env(), "HOME": AGENT_HOME}
+
+    def _start_helper(self) -> None:
+        super()._start_helper()
+        if self._box is not None:
+            self._box.helper = self._helper
+
+    def _harness_fault(self, exc: BaseException) -> SandboxError:
+        died = self._died_error(exc)
+        return died if died is not None else super()._harness_fault(exc)
+
+    def _kill_agent_processes(self) -> None:
+        """End every process of the agent's uid (the helper's too), from root's side."""
+        box = self._box
+        if box is None:
+            return
+        if box.warden is not None:
+            try:
+                box.warden.request({"op": "kill"}, timeout_s=30)
+                return
+            except HelperGoneError as exc:  # only a container fault ends the root-side warden
+                raise self._died_error(exc) or SandboxError(
+                    f"the root-side warden of container {box.name} stopped answering ({exc}); reset() "
+                    "to continue in a fresh container") from exc
+        raise self._died_error() or SandboxError(f"container {box.name} has no warden; reset() to continue")
+
+    def _ensure_helper(self) -> HelperChannel:
+        self._check_open()
+        if self._box is None:
+            self.reset()
+        return super()._ensure_helper()
+
+    # -- disk ----------------------------------------------------------------------------
+    def _check_disk(self) -> None:
+        box = self._box
+        if self._disk_limit is None or box is None or box.warden is None:
+            return
+        started = self._last_disk_check = time.monotonic()
+        try:
+            reply, _ = box.warden.request({"op": "usage"}, timeout_s=60)
+            self._disk_check_s = time.monotonic() - started
+        except HelperGoneError as exc:
+            raise self._died_error(exc) or SandboxError(
+                f"the root-side warden of container {box.name} stopped answering ({exc}); reset() to "
+                "continue in a fresh container") from exc
+        used = int(reply["bytes"])
+        self.disk_used_bytes = used
+        if reply.get("unmeasurable"):
+            raise LimitBreached(
+                "disk_limit",
+                f"the episode's files could not be measured ({reply['unmeasurable']}), so its disk use "
+                f"cannot be held to its limit of {self.config.disk_limit}; every process was stopped and the episode ends",
+            )
+        if used > self._disk_limit:
+            raise LimitBreached(
+                "disk_limit",
+                f"the episode wrote {used / 1024**2:,.0f} MiB, over its disk limit of {self.config.disk_limit}; "
+                "every process was stopped and the episode ends",
+            )
+
+    def _tick(self) -> None:
+        self._check_disk()
+
+    def _tick_every_s(self) -> float:
+        # Often enough that a fast writer goes little past the limit; rarely enough that the
+        # walk (longer when the agent has many files) costs at most a tenth of the time.
+        return min(max(0.2, 10 * self._disk_check_s), 5.0)
+
+    def _check_after_step(self, duration_s: float) -> None:
+        if duration_s >= 0.2 or time.monotonic() - self._last_disk_check >= 1.0:
+            self._check_disk()
+
+    # -- faults --------------------------------------------------------------------------
+    def _died_error(self, cause: BaseException | None = None) -> ContainerDiedError | None:
+        """A ContainerDiedError when the container is not running any more, else None."""
+        box = self._box
+        if box is None or self._client is None:
+            return None
+        # A pipe can break a moment before Docker records the container's end: look a few times.
+        for attempt in range(15 if cause is not None else 1):
+            if attempt:
+                time.sleep(0.2)
+            try:
+                attrs = self._client.api.inspect_container(box.id)
+            except docker.errors.NotFound:
+                seen = "was removed"
+                break
+            except _DOCKER_ERRORS:
+                return None
+            state = attrs.get("State", {})
+            if state.get("Status") != "running":
+                seen = (f"is {state.get('Status')} (exit code {state.get('ExitCode')}, "
+                        f"OOM-killed: {state.get('OOMKilled')})")
+                break
+        else:
+            return None
+        detail = f" ({cause})" if cause is not None else ""
+        return ContainerDiedError(
+            f"the sandbox container {box.name} {seen} while the episode was using it; "
+            f"expected it to be running{detail}. This is a harness fault, not the agent's: call "
+            "reset() to continue in a fresh container (if it was OOM-killed, raise memory=)."
+        )
+
+    def _resolve_gpus(self, client: docker.DockerClient) -> tuple[list[docker.types.DeviceRequest], bool]:
+        gpus = self.config.gpus
+        if gpus is None:
+            return [], False
+        try:
+            runtimes = sorted((client.info().get("Runtimes") or {}).keys())
+        except _DOCKER_ERRORS as exc:
+            raise DockerUnavailableError(f"could not read the Docker daemon's info: {exc}") from exc
+        requests, self._gpu_lease = gpu_device_requests(gpus, runtimes, self.config.gpus_per_episode, self._gpu_lease)
+        return requests, bool(requests)
+
+    # -- reporting ---------------------------------------------------------------------
+    @property
+    def container_name(self) -> str | None:
+        return self._box.name if self._box is not None else None
+
+    @property
+    def container_id(self) -> str | None:
+        return self._box.id if self._box is not None else None
+
+    def container_names(self) -> list[str]:
+        """This sandbox's containers: the episode's and, once made, the warm spare."""
+        names = [self._box.name] if self._box is not None else []
+        spare = self._spare
+        if spare is not None and spare.done() and spare.exception() is None:
+            names.append(spare.result().name)
+        return names
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.config
+        return {
+            "backend": "docker",
+            "isolation": "container",
+            "image": cfg.image,
+            "image_id": self._image_id,
+            "image_profile": self._manifest.get("profile"),
+            "data_image": self._data_image,
+            "container_id": self.container_id,
+            "container_name": self.container_name,
+            "agent_user": self._agent_spec,
+            "cpus": cfg.cpus,
+            "memory": cfg.memory,
+            "memory_bytes": cfg.memory_bytes(),
+            "pids_limit": cfg.pids_limit,
+            "shm_size": cfg.shm_size,
+            "disk_limit": cfg.disk_limit,
+            "network": cfg.network,
+            "gpus_requested": cfg.gpus,
+            "gpus_per_episode": cfg.gpus_per_episode,
+            "gpus_leased": list(self._gpu_lease.devices) if self._gpu_lease is not None else [],
+            "gpus": list(self._gpus_got),
+            "paths": self.paths.as_dict(),
+        }
