@@ -82,7 +82,12 @@ def _episode_task(spec: tuple[str, int], agent: str, env_options: dict[str, Any]
     """Runs on a node: play one episode, return (record, trajectory file name, trajectory bytes)."""
     import ray
 
-    from mle_gym.runs.episode import EpisodeSpec, RunControl, episode_memory_mib, run_one
+    from mle_gym.runs.episode import (
+        EpisodeSpec,
+        RunControl,
+        episode_memory_mib,
+        run_one,
+    )
 
     env_options = dict(env_options)
     if env_options.get("sandbox") == "docker" and env_options.get("memory") in (None, "auto"):

@@ -9,17 +9,9 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from mle_gym.runs.progress import Progress
-from mle_gym.runs.rates import (
-    RESULTS_FILE,
-    EpisodeRecord,
-    identity_key,
-    identity_label,
-    load_results,
-)
 
 # The episode's names, re-exported: `mle_gym.runs.runner` is what users of the old `mle_gym.runner` import.
 from mle_gym.runs.episode import (  # noqa: F401
@@ -37,6 +29,14 @@ from mle_gym.runs.episode import (  # noqa: F401
     recorded_options,
     resolve_agent,
     run_one,
+)
+from mle_gym.runs.progress import Progress
+from mle_gym.runs.rates import (
+    RESULTS_FILE,
+    EpisodeRecord,
+    identity_key,
+    identity_label,
+    load_results,
 )
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,7 @@ def default_jobs(requested: int | None, n_episodes: int) -> int:
     want = requested if requested else (os.cpu_count() or 1)
     return max(1, min(want, n_episodes))
 
+@dataclass
 class RunPlan:
     """What `run` will do: the episodes to play and those already recorded in the folder (--resume)."""
 

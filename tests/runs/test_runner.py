@@ -182,7 +182,7 @@ def test_a_crash_that_cannot_be_graded_counts_as_no_medal(tmp_path: Path, monkey
     def dead(env: Any) -> None:
         raise RuntimeError("container is gone")
 
-    monkeypatch.setattr("mle_gym.runs.runner.grade_on_disk", dead)
+    monkeypatch.setattr("mle_gym.runs.episode.grade_on_disk", dead)
     (rec,) = run(["aerial-cactus-identification"], agent=f"{__name__}:SubmitsThenCrashes", seeds=1,
                  out_dir=tmp_path, sandbox="local", max_steps=10)
     assert rec.status == "crashed" and rec.grade is None and not rec.graded_on_disk

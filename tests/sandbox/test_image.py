@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mle_gym.errors import DockerUnavailableError
-from mle_gym.sandbox import image
+from mle_gym.sandbox.docker import image
 from mle_gym.sandbox.docker.image import (
     BASE_PACKAGES,
     BASE_TAG,
