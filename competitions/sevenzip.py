@@ -3,13 +3,14 @@
 Kaggle ships a few competitions' files as `.7z` (Statoil's `train.json.7z`, speech commands'
 `train.7z`, the invasive species photos) and MLE-bench reads them, and writes its prepared files
 back as `.7z`, with py7zr. Reading goes through py7zr here too (`SevenZipFile`,
-`extract_members`): every coder and header form 7-Zip writes, CRC checks included.
+`extract_members`): its coders (LZMA, LZMA2, BCJ, Delta, PPMd, BZip2, Deflate, ...), with each
+member's CRC checked.
 
 Writing stays ours (`write_7z`, one solid LZMA2 folder that 7-Zip and py7zr open) because py7zr
 cannot write the same bytes twice: it stamps every member with a last-write time, the source
 file's mtime (`write`) or the current time (`writef`, `writestr`), and has no option to fix it.
 Two runs of `prepare` must give byte-identical trees, the public 7z archives included
-(tests/competitions/test_splits_fidelity.py, and the invasive species re-prepare test), and our
+(tests/competitions/test_splits_fidelity.py, test_tabular.py's invasive species re-prepare), and
 `prepare` cannot set the mtime of files it does not own. What those archives must match is the
 members (names and bytes), which any reader extracts alike; no checksum covers a 7z archive's own
 bytes (MLE-bench checksums only CSV, JSON, JSONL, parquet and BSON files), and MLE-bench's, dated
@@ -99,8 +100,9 @@ class _Targets(py7zr.WriterFactory):
 
 def _extract(archive: Path, targets: dict[str, Path | None]) -> dict[str, _Sink]:
     """One py7zr pass over `archive`: each solid folder holding a target decompressed once, from its start, in order."""
-    # py7zr checks each output path against a root it is given; an empty folder of ours, so that
-    # nothing on disk (a symlink in the working directory) changes what it decides. It writes nothing there.
+    # py7zr checks each output path against the root it is given, symlinks resolved: an empty folder
+    # of ours, so that nothing already on disk (a symlink in the working directory) changes its
+    # verdict. It writes nothing there: the factory takes every member.
     with tempfile.TemporaryDirectory(prefix="mle-gym-7z-") as root:
         factory = _Targets(Path(root), targets)
         try:
@@ -109,6 +111,9 @@ def _extract(archive: Path, targets: dict[str, Path | None]) -> dict[str, _Sink]
         except (ArchiveError, py7zr.PasswordRequired, lzma.LZMAError, EOFError) as exc:
             raise SevenZipError(f"cannot read {archive} as a 7z archive ({type(exc).__name__}: {exc}); "
                                 "download it again, or extract it with `7z x` and prepare from the folder") from exc
+        finally:
+            for sink in factory.sinks.values():  # py7zr leaves a member it failed on open
+                sink.close()
     return factory.sinks
 
 
