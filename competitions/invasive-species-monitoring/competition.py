@@ -1,7 +1,8 @@
 """Invasive Species Monitoring: MLE-bench's split of Kaggle's labelled forest photos, and tiny synthetic ones.
 
-Kaggle ships the photos in `train.7z` (`train/<name>.jpg`); they are read with mle-gym's 7z
-reader in one pass over the solid stream, or from `train/` when the download was extracted.
+Kaggle ships the photos in `train.7z` (`train/<name>.jpg`); they are read with py7zr (through
+`mle_gym.competitions.sevenzip`) in one pass over the solid stream, or from `train/` when the
+download was extracted.
 MLE-bench packs the public photos back into `train.7z` and `test.7z`; see `prepare` for where
 we differ.
 """
@@ -16,8 +17,7 @@ import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from mle_gym.competitions.helpers import RawArchive, write_zip
-from mle_gym.competitions.sevenzip import write_7z
-from mle_gym.competitions.signals import extract_7z_members
+from mle_gym.competitions.sevenzip import extract_members, write_7z
 from mle_gym.competitions.tabular import tiny_image
 
 ID, TARGET = "name", "invasive"
@@ -28,7 +28,7 @@ def _place_photos(raw: Path, targets: dict[str, Path]) -> None:
     for target in targets.values():
         target.parent.mkdir(parents=True, exist_ok=True)
     if (raw / "train.7z").is_file():
-        extract_7z_members(raw / "train.7z", targets)
+        extract_members(raw / "train.7z", targets)
         return
     for name, target in targets.items():
         if not (raw / name).is_file():

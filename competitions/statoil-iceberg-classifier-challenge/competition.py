@@ -2,8 +2,8 @@
 
 Kaggle ships the images as JSON inside 7z archives (`train.json.7z` holds
 `data/processed/train.json`); MLE-bench extracts them, splits the labelled list and writes the
-new lists back as 7z archives. The 7z container is read and written by our own small codec
-(`mle_gym.competitions.sevenzip`), since Python's standard library has only its LZMA streams.
+new lists back as 7z archives. The 7z archives are read with py7zr and written by our own
+deterministic writer (`mle_gym.competitions.sevenzip` says why).
 """
 
 from __future__ import annotations

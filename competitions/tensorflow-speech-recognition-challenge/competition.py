@@ -3,7 +3,7 @@
 MLE-bench holds out 10% of the clips in `train.7z` (every `.wav` under `train/audio/`, the
 background-noise recordings included) and grades the word folder each came from, as it is:
 `bed` or `_background_noise_` stay as they are, not folded into `unknown` or `silence`.
-`train.7z` is read with mle-gym's own 7z reader (one pass over its solid stream) or, when it was
+`train.7z` is read with py7zr (`mle_gym.competitions.sevenzip`, one pass over its solid stream) or, when it was
 extracted, from `train/audio/`.
 """
 
@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_float_dtype, is_integer_dtype
 
-from mle_gym.competitions.sevenzip import SevenZipFile, write_7z
-from mle_gym.competitions.signals import extract_7z_members, split_groups, tone, wav_bytes
+from mle_gym.competitions.sevenzip import SevenZipFile, extract_members, write_7z
+from mle_gym.competitions.signals import split_groups, tone, wav_bytes
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.validation import validate_standard
 
@@ -61,7 +61,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
         records.append({ID: fname, TARGET: label})
         targets[name] = public / "test" / "audio" / fname
     if (raw / "train.7z").is_file():
-        extract_7z_members(raw / "train.7z", targets)
+        extract_members(raw / "train.7z", targets)
     else:
         for name, target in targets.items():
             shutil.copyfile(raw / name, target)

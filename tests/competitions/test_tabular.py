@@ -1,4 +1,4 @@
-"""Split facts, metrics and validity rules of the tabular, small-image and signal competitions (helper g's set).
+"""Split facts, metrics and validity rules of the competitions that share `competitions/tabular.py`.
 
 Each split fact here was read from MLE-bench's preparation code and checked by a differential
 run of MLE-bench's own `prepare` and `grade` on synthetic downloads (byte-identical CSV files,

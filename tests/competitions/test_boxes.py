@@ -1,7 +1,8 @@
-"""Helper J's box-detection competitions: pinned split facts and hand-worked box metrics.
+"""The box-detection competitions: pinned split facts and hand-worked box metrics.
 
-siim-covid19-detection and vinbigdata-chest-xray-abnormalities-detection; their metrics live in
-`mle_gym.grading.box_metrics` and were checked against MLE-bench's graders on random box sets.
+siim-covid19-detection, vinbigdata-chest-xray-abnormalities-detection and
+3d-object-detection-for-autonomous-vehicles; their metrics live in `mle_gym.grading.box_metrics`
+and were checked against MLE-bench's graders on random box sets.
 """
 
 from __future__ import annotations
