@@ -72,7 +72,8 @@ class KnownIssue(BaseModel):
     summary: str = Field(description="what is wrong in v1, in one sentence")
     leaking: list[str] = Field(
         default=[], description="where v1's public data carries the answers: paths relative to the public folder "
-        "(shell globs; `**` any depth), `PATH:FIELD` for one field of a JSON or CSV file")
+        "(shell globs, as fnmatch reads them), or `PATH:FIELD` for one field of the records in PATH (a JSON file, or "
+        "the JSON files of a zip; `Video.Labels` names a struct field of the .mat files in a tar.gz of recordings)")
 
 
 class FixedOverrides(BaseModel):
@@ -189,8 +190,8 @@ class Competition:
         "fixed": its known issues repaired, where it has any). The same object for the same version."""
         if version not in TASK_VERSIONS:
             close = difflib.get_close_matches(str(version), TASK_VERSIONS, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown task version {version!r}{hint} Expected one of {', '.join(TASK_VERSIONS)}")
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown task version {version!r}{hint}; expected one of {', '.join(TASK_VERSIONS)}")
         found = self._versions.get(version)
         if found is None:
             found = copy.copy(self)  # shares the loaded module and the figures

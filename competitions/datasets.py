@@ -320,13 +320,14 @@ def add_mlebench_description(comp: Competition, *, root: Path | None = None) -> 
 
 def _fixed_checksums(comp: Competition, found: list[ChecksumMismatch]) -> tuple[list[ChecksumMismatch], dict[str, str]]:
     """Version "fixed": a file its repair changes (`FIXED_FILES`) is checked against the MD5 of MLE-bench's own
-    fix where that is published, else reported as changed; returns the mismatches left and those reports."""
+    fix where that is published, else reported as changed (kept, with the reason to report it by)."""
     fixed_files: dict[str, str | None] = getattr(comp.module, "FIXED_FILES", {})
     left, changed = [], {}
     for m in found:
         if m.file not in fixed_files:
             left.append(m)
         elif fixed_files[m.file] is None:
+            left.append(m)
             changed[m.file] = 'changed by task version "fixed" (docs/fidelity.md)'
         elif m.actual != fixed_files[m.file]:
             left.append(m.model_copy(update={"expected": fixed_files[m.file]}))

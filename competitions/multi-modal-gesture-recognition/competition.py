@@ -246,8 +246,9 @@ def _recording(rng: np.random.Generator, sample: int, gestures: list[int]) -> by
 
 
 def _tar(path: Path, members: dict[str, bytes]) -> None:
-    with path.open("wb") as raw_file:
-        with tarfile.open(fileobj=raw_file, mode="w:gz", compresslevel=1) as tar:
+    """A tar.gz of the members, the same bytes on every run (its gzip header's time is 0)."""
+    with path.open("wb") as raw_file, gzip.GzipFile(fileobj=raw_file, mode="wb", compresslevel=1, mtime=0) as packed:
+        with tarfile.open(fileobj=packed, mode="w") as tar:
             for name, data in members.items():
                 info = tarfile.TarInfo(name)
                 info.size = len(data)

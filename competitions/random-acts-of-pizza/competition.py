@@ -77,8 +77,8 @@ SUBS = ["AskReddit", "pics", "funny", "gaming", "Random_Acts_Of_Pizza", "food", 
 
 def _records(rng: np.random.Generator, n: int, start_id: int) -> list[dict]:
     """Synthetic requests: success is likelier for old accounts, karma and a sob story. As in Kaggle's data, a
-    giver is named only on requests that got a pizza, here on every other one of them (the real share is not
-    measured here); the rest say "N/A"."""
+    giver is named only on requests that got a pizza, here on about half of them (those at even positions; the
+    real share is not measured here); the rest say "N/A"."""
     out = []
     for i in range(n):
         age = float(rng.exponential(250))

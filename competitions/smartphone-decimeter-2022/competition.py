@@ -1,8 +1,7 @@
 """Google Smartphone Decimeter Challenge 2022: MLE-bench's split of the drives by date, graded by positioning error.
 
 MLE-bench's held-out drives keep `supplemental/span_log.nmea`, the log of the reference receiver
-whose track is the ground truth (its issue #93): task version "fixed" leaves it out of public/test/,
-as Kaggle's own test drives do.
+whose track is the ground truth (its issue #93): task version "fixed" leaves it out of public/test/.
 """
 
 from __future__ import annotations
@@ -170,7 +169,7 @@ def make_raw(raw: Path, seed: int, n_dates: int = 10, n_hidden: int = 1, epochs:
             start = int(day.timestamp() * 1000) + int(rng.integers(0, 8 * 3600)) * 1000
             for phone in sorted(rng.choice(PHONES, size=int(rng.integers(1, 3)), replace=False)):
                 _phone_files(rng, raw / side / drive / phone, start, epochs, np.asarray(origin))
-                if side == "test":  # Kaggle's test drives come without the reference track and its log
+                if side == "test":  # a test drive comes without the reference track, and so without its log
                     (raw / side / drive / phone / GROUND_TRUTH).unlink()
                     (raw / side / drive / phone / "supplemental" / SPAN_LOG).unlink()
                     sample.extend({TRIP: f"{drive}-{phone}", TIME: start + 1000 * e, LAT: SAMPLE_POSITION[0],

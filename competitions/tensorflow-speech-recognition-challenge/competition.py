@@ -86,8 +86,9 @@ def speaker(name: str) -> str:
 
 
 def scored_class(label: str) -> str:
-    """The class Kaggle scores for a clip of the folder `label`: a command, "silence" for noise, else "unknown"."""
-    return label if label in COMMANDS else "silence" if label == NOISE else "unknown"
+    """The class Kaggle scores for a clip of the folder `label`: a command, "silence" for noise, else "unknown"
+    (a class passes as it is)."""
+    return label if label in CLASSES else "silence" if label == NOISE else "unknown"
 
 
 def _held_out(keys: list[str]) -> set[str]:
