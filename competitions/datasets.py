@@ -3,8 +3,9 @@
 Layout under the data root (`$MLE_GYM_DATA`, default `~/.cache/mle-gym`), per competition:
 `<kind>/{public,private}/` plus a `prepared.json` marker written last, where `kind` is
 `sample-<seed>` or `kaggle`, with `-fixed` appended for task version "fixed" of a competition that
-version changes (`Competition.data_version`), so v1 and fixed data never share a folder; for Kaggle data also `download/` (the zip while it downloads),
-`raw/` (the extracted download) and `mlebench/` (MLE-bench's task text, when fetched). A
+version changes (`Competition.data_version`), so v1 and fixed data never share a folder; for
+Kaggle data also `download/` (the zip while it downloads), `raw/` (the extracted download, shared
+by both versions) and `mlebench/` (MLE-bench's task text, when fetched). A
 dataset is built in a temporary sibling folder, checked, and renamed into place, so a
 half-finished or failed build never looks prepared.
 """

@@ -570,3 +570,16 @@ def test_a_gesture_episode_reads_the_labels_in_v1_and_finds_none_in_fixed(versio
             assert grade["score"] == 0.0 and grade["medal"] == "gold" and reward == 3.0
         else:
             assert grade["score"] == sample.score and grade["medal"] == "none" and reward == 0.0
+
+
+def test_switching_competition_at_reset_keeps_the_version() -> None:
+    with gym.make("mle/pizza", data="sample", sandbox="local", version="fixed") as env:
+        _, info = env.reset(seed=0)
+        assert info["version"] == "fixed" and env.unwrapped.dataset.version == "fixed"
+        assert env.unwrapped.dataset.root.name == "sample-0-fixed"
+        _, info = env.reset(seed=1, options={"competition": "champs"})
+        assert env.unwrapped.competition.id == "champs-scalar-coupling" and info["version"] == "fixed"
+        assert env.unwrapped.competition.version == "fixed" and env.unwrapped.dataset.root.name == "sample-0-fixed"
+    with gym.make("mle/pizza", data="sample", sandbox="local") as env:
+        _, info = env.reset(seed=0)
+        assert info["version"] == "v1" and env.unwrapped.dataset.root.name == "sample-0"
