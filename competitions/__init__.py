@@ -11,7 +11,14 @@ test runs it for every competition):
 - may: `SAMPLE_RAW` (the `make_raw` sizes the sample data is made with; sample data is
   `prepare(make_raw(seed, **SAMPLE_RAW))`), `generate_sample(public, private, seed)` (only where
   sample data cannot be made that way), `validate(submission, answers)` and
-  `score(aligned, answers)` (when the defaults from the metadata do not fit).
+  `score(aligned, answers)` (when the defaults from the metadata do not fit);
+- may, for task version "fixed" (MLE-bench's known issues repaired; docs/fidelity.md):
+  `prepare_fixed(raw, public, private)` (the repaired split; its sample data is
+  `prepare_fixed(make_raw(...))`), `generate_sample_fixed(public, private, seed)` (beside an own
+  `generate_sample`), and `FIXED_FILES` (MLE-bench-checksummed files the repair changes: name ->
+  the MD5 MLE-bench's own fix publishes, or None). A competition without them is the same in both.
+
+`Competition.for_version("fixed")` is the competition as version "fixed" prepares and grades it.
 
 Leaderboard figures of all MLE-bench competitions live in `figures.json` (rebuilt by
 `build_figures.py`), so every competition has its thresholds even before it has a folder.
@@ -20,6 +27,7 @@ Never imports sandboxes or environments.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 import importlib.util
@@ -28,9 +36,10 @@ import tempfile
 import json
 import types
 from pathlib import Path
+from typing import Literal, get_args
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mle_gym.errors import CompetitionNotFoundError, GradingError
 from mle_gym.grading import GradeReport, LeaderboardFigures, grade_submission
@@ -39,6 +48,40 @@ from mle_gym.grading.answers import load_answers_csv
 from mle_gym.grading.validation import ColumnOrder, validate_standard
 
 HERE = Path(__file__).resolve().parent
+
+TaskVersion = Literal["v1", "fixed"]
+"""Which task a competition is: "v1", MLE-bench as published, or "fixed", its known issues repaired."""
+TASK_VERSIONS: tuple[str, ...] = get_args(TaskVersion)
+
+CompetitionTag = Literal["leaky", "prepare-bug", "public-source", "crowded-leaderboard", "checksum-mismatch"]
+"""A known issue of MLE-bench v1 (its README's "Known Issues" and the threads behind it):
+"leaky": the public files carry the test answers; "prepare-bug": MLE-bench's split or files differ from
+the competition's own task; "public-source": the data is a subset of a public labelled dataset (no split
+can hide it); "crowded-leaderboard": the medal thresholds lie very close together; "checksum-mismatch":
+MLE-bench's published checksums cannot all match. Version "fixed" repairs the first two."""
+FIXABLE_TAGS = frozenset({"leaky", "prepare-bug"})
+
+
+class KnownIssue(BaseModel):
+    """One of MLE-bench's known issues with a competition, as its metadata records it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tag: CompetitionTag
+    thread: str = Field(description="MLE-bench's issue or pull request on it (or its README's Known Issues)")
+    summary: str = Field(description="what is wrong in v1, in one sentence")
+    leaking: list[str] = Field(
+        default=[], description="where v1's public data carries the answers: paths relative to the public folder "
+        "(shell globs, as fnmatch reads them), or `PATH:FIELD` for one field of the records in PATH (a JSON file, or "
+        "the JSON files of a zip; `Video.Labels` names a struct field of the .mat files in a tar.gz of recordings)")
+
+
+class FixedOverrides(BaseModel):
+    """Grading settings that version "fixed" changes (MLE-bench's own fix for the competition changes them too)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target_columns: list[str] | None = None
 
 
 class CompetitionFigures(BaseModel):
@@ -100,6 +143,16 @@ class CompetitionMetadata(BaseModel):
         "submission's ids must then be in the answers' (the sample submission's) order"
     )
     rules_url: str | None = None
+    tags: list[CompetitionTag] = Field(default=[], description="the tags of its known issues")
+    known_issues: list[KnownIssue] = []
+    fixed: FixedOverrides | None = Field(default=None, description='grading under version "fixed", where it differs')
+
+    @model_validator(mode="after")
+    def _tags_name_the_known_issues(self) -> CompetitionMetadata:
+        named = list(dict.fromkeys(issue.tag for issue in self.known_issues))
+        if sorted(self.tags) != sorted(named):
+            raise ValueError(f"tags {self.tags} must be the tags of known_issues, {named}")
+        return self
 
 
 @functools.lru_cache(maxsize=1)
@@ -114,7 +167,7 @@ def list_figures() -> dict[str, CompetitionFigures]:
 
 
 class Competition:
-    """One registered competition: its metadata, description, data code and grader."""
+    """One registered competition: its metadata, description, data code and grader, in one task version."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -125,9 +178,50 @@ class Competition:
         if figures is None:
             raise ValueError(f"{self.metadata.id} has no row in figures.json; rerun competitions/build_figures.py")
         self.figures = figures
+        self.version: TaskVersion = "v1"
+        self._versions: dict[str, Competition] = {"v1": self}
 
     def __repr__(self) -> str:
-        return f"Competition({self.id!r})"
+        return f"Competition({self.id!r})" if self.version == "v1" else f"Competition({self.id!r}, version={self.version!r})"
+
+    # -- task versions -------------------------------------------------------------------
+    def for_version(self, version: str) -> Competition:
+        """This competition as task `version` prepares and grades it ("v1": MLE-bench as published;
+        "fixed": its known issues repaired, where it has any). The same object for the same version."""
+        if version not in TASK_VERSIONS:
+            close = difflib.get_close_matches(str(version), TASK_VERSIONS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown task version {version!r}{hint}; expected one of {', '.join(TASK_VERSIONS)}")
+        found = self._versions.get(version)
+        if found is None:
+            found = copy.copy(self)  # shares the loaded module and the figures
+            found.version = version  # type: ignore[assignment]
+            overrides = self.metadata.fixed.model_dump(exclude_none=True) if self.metadata.fixed else {}
+            found.metadata = self.metadata.model_copy(update=overrides)
+            self._versions[version] = found
+        return found
+
+    @property
+    def tags(self) -> list[str]:
+        """The tags of MLE-bench's known issues with this competition (`CompetitionTag`); [] for none."""
+        return list(self.metadata.tags)
+
+    @property
+    def known_issues(self) -> list[KnownIssue]:
+        return list(self.metadata.known_issues)
+
+    @property
+    def fixed_differs(self) -> bool:
+        """Whether version "fixed" prepares or grades this competition differently from v1."""
+        module = self.module
+        return (self.metadata.fixed is not None or hasattr(module, "prepare_fixed")
+                or hasattr(module, "generate_sample_fixed"))
+
+    @property
+    def data_version(self) -> TaskVersion:
+        """The version its data is prepared as: "fixed" only where that differs from v1, so caches keyed by it
+        keep v1 and fixed data of a repaired competition apart and store an unchanged one once."""
+        return "fixed" if self.version == "fixed" and self.fixed_differs else "v1"
 
     @property
     def id(self) -> str:
@@ -148,21 +242,17 @@ class Competition:
     def description(self) -> str:
         return (self.folder / "description.md").read_text()
 
-    @functools.cached_property
+    @property
     def module(self) -> types.ModuleType:
-        path = self.folder / "competition.py"
-        name = "mle_gym.competitions._" + self.id.replace("-", "_")
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {path}")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
+        return _load_module(self.folder, self.id)
 
     # -- data ----------------------------------------------------------------------------
     def generate_sample(self, public: Path, private: Path, seed: int) -> None:
-        """Sample data: the module's own `generate_sample` where it has one, else `prepare(make_raw(seed, **SAMPLE_RAW))`."""
+        """Sample data: the module's own `generate_sample` where it has one, else `prepare(make_raw(seed, **SAMPLE_RAW))`
+        (in version "fixed": `generate_sample_fixed`, or the fixed `prepare`)."""
         own = getattr(self.module, "generate_sample", None)
+        if self.version == "fixed":
+            own = getattr(self.module, "generate_sample_fixed", own)
         if own is not None:
             own(public, private, seed)
             return
@@ -171,7 +261,9 @@ class Competition:
             self.prepare(Path(tmp), public, private)
 
     def prepare(self, raw: Path, public: Path, private: Path) -> None:
-        self.module.prepare(raw, public, private)
+        """MLE-bench's split of the extracted download `raw` (version "fixed": `prepare_fixed` where there is one)."""
+        fixed = getattr(self.module, "prepare_fixed", None) if self.version == "fixed" else None
+        (fixed or self.module.prepare)(raw, public, private)
 
     # -- grading -------------------------------------------------------------------------
     def load_answers(self, private: Path) -> pd.DataFrame:
@@ -211,6 +303,19 @@ class Competition:
         )
 
 
+@functools.lru_cache(maxsize=None)
+def _load_module(folder: Path, competition_id: str) -> types.ModuleType:
+    """A competition's competition.py, loaded once per process (every task version shares it)."""
+    path = folder / "competition.py"
+    name = "mle_gym.competitions._" + competition_id.replace("-", "_")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 # name: (required, positional parameters it must take)
 PROTOCOL: dict[str, tuple[bool, tuple[str, ...]]] = {
     "prepare": (True, ("raw", "public", "private")),
@@ -218,6 +323,8 @@ PROTOCOL: dict[str, tuple[bool, tuple[str, ...]]] = {
     "generate_sample": (False, ("public", "private", "seed")),
     "validate": (False, ("submission", "answers")),
     "score": (False, ("aligned", "answers")),
+    "prepare_fixed": (False, ("raw", "public", "private")),
+    "generate_sample_fixed": (False, ("public", "private", "seed")),
 }
 
 
@@ -244,6 +351,20 @@ def protocol_problems(comp: Competition) -> list[str]:
         except KeyError:
             problems.append(f"{comp.id}: metric {comp.metadata.metric!r} is not registered in mle_gym.grading.metrics "
                             "and competition.py defines no score(aligned, answers)")
+    fixable = sorted(set(comp.tags) & FIXABLE_TAGS)
+    if fixable and not comp.fixed_differs:
+        problems.append(f"{comp.id} is tagged {', '.join(fixable)} but version \"fixed\" changes nothing: define "
+                        "prepare_fixed(raw, public, private) or the metadata's \"fixed\" grading")
+    if hasattr(module, "generate_sample") and hasattr(module, "prepare_fixed") and not hasattr(
+            module, "generate_sample_fixed"):
+        problems.append(f"{comp.id}/competition.py has its own generate_sample and a prepare_fixed: its fixed sample "
+                        "data needs generate_sample_fixed(public, private, seed)")
+    fixed_files = getattr(module, "FIXED_FILES", {})
+    if not isinstance(fixed_files, dict) or not all(
+            isinstance(k, str) and k.startswith(("public/", "private/")) and (v is None or isinstance(v, str))
+            for k, v in fixed_files.items()):
+        problems.append(f"{comp.id}/competition.py: FIXED_FILES must map 'public/NAME' or 'private/NAME' to an MD5 "
+                        "or None")
     sizes = getattr(module, "SAMPLE_RAW", {})
     if not isinstance(sizes, dict) or not all(isinstance(k, str) for k in sizes):
         problems.append(f"{comp.id}/competition.py: SAMPLE_RAW must be a dict of make_raw keyword arguments")
@@ -271,7 +392,8 @@ def list_competitions() -> list[Competition]:
 
 
 def find_competition(name: str) -> Competition | None:
-    """A competition by Kaggle id or alias (an `mle/` prefix is allowed), or None."""
+    """A competition by Kaggle id or alias (an `mle/` prefix is allowed), or None; in version v1
+    (`.for_version("fixed")` gives the other)."""
     key = name.removeprefix("mle/")
     registry = _registry()
     if key in registry:

@@ -2,8 +2,10 @@
 
 Layout under the data root (`$MLE_GYM_DATA`, default `~/.cache/mle-gym`), per competition:
 `<kind>/{public,private}/` plus a `prepared.json` marker written last, where `kind` is
-`sample-<seed>` or `kaggle`; for Kaggle data also `download/` (the zip while it downloads),
-`raw/` (the extracted download) and `mlebench/` (MLE-bench's task text, when fetched). A
+`sample-<seed>` or `kaggle`, with `-fixed` appended for task version "fixed" of a competition that
+version changes (`Competition.data_version`), so v1 and fixed data never share a folder; for
+Kaggle data also `download/` (the zip while it downloads), `raw/` (the extracted download, shared
+by both versions) and `mlebench/` (MLE-bench's task text, when fetched). A
 dataset is built in a temporary sibling folder, checked, and renamed into place, so a
 half-finished or failed build never looks prepared.
 """
@@ -27,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mle_gym.competitions import Competition
+from mle_gym.competitions import Competition, TaskVersion
 from mle_gym.competitions.checksums import ChecksumMismatch, check_prepared, find_checksums, load_checksums
 from mle_gym.competitions.kaggle_download import DownloadedArchive, Report, check_free_space, download_competition
 from mle_gym.competitions.mlebench_text import find_mlebench_text
@@ -51,6 +53,7 @@ class Dataset(BaseModel):
     private: Path
     sample_data: bool
     seed: int | None = None
+    version: TaskVersion = "v1"
 
 
 def data_root() -> Path:
@@ -59,13 +62,14 @@ def data_root() -> Path:
 
 def _folder(comp: Competition, kind: DataKind, seed: int | None, root: Path | None) -> Path:
     name = f"sample-{seed}" if kind == "sample" else "kaggle"
-    return (root or data_root()) / comp.id / name
+    suffix = "-fixed" if comp.data_version == "fixed" else ""  # v1's names stay as they were
+    return (root or data_root()) / comp.id / f"{name}{suffix}"
 
 
 def _dataset(comp: Competition, kind: DataKind, folder: Path, seed: int | None) -> Dataset:
     return Dataset(
         competition_id=comp.id, kind=kind, root=folder, public=folder / "public",
-        private=folder / "private", sample_data=kind == "sample", seed=seed,
+        private=folder / "private", sample_data=kind == "sample", seed=seed, version=comp.version,
     )
 
 
@@ -144,7 +148,8 @@ def _build(
         (staging / "private").mkdir()
         fill(staging / "public", staging / "private")
         _make_read_only(staging / "public")
-        marker = {"competition_id": comp.id, "kind": kind, "seed": seed, "created": time.time()}
+        marker = {"competition_id": comp.id, "kind": kind, "seed": seed, "version": comp.data_version,
+                  "created": time.time()}
         if check is not None:
             marker.update(check(staging / "public", staging / "private"))
         (staging / MARKER).write_text(json.dumps(marker) + "\n")
@@ -314,6 +319,22 @@ def add_mlebench_description(comp: Competition, *, root: Path | None = None) -> 
         return True
 
 
+def _fixed_checksums(comp: Competition, found: list[ChecksumMismatch]) -> tuple[list[ChecksumMismatch], dict[str, str]]:
+    """Version "fixed": a file its repair changes (`FIXED_FILES`) is checked against the MD5 of MLE-bench's own
+    fix where that is published, else reported as changed (kept, with the reason to report it by)."""
+    fixed_files: dict[str, str | None] = getattr(comp.module, "FIXED_FILES", {})
+    left, changed = [], {}
+    for m in found:
+        if m.file not in fixed_files:
+            left.append(m)
+        elif fixed_files[m.file] is None:
+            left.append(m)
+            changed[m.file] = 'changed by task version "fixed" (docs/fidelity.md)'
+        elif m.actual != fixed_files[m.file]:
+            left.append(m.model_copy(update={"expected": fixed_files[m.file]}))
+    return left, changed
+
+
 def _mismatch_report(mismatches: list[ChecksumMismatch]) -> str:
     return "; ".join(m.describe() for m in mismatches)
 
@@ -377,7 +398,10 @@ def prepare_kaggle(
             found = check_prepared(expected, public, private) if expected is not None else []
             # files whose bytes cannot match MLE-bench's whatever the split (e.g. parquet files that embed the
             # writing library's version): named by the competition, reported, not failed
-            unverifiable = getattr(comp.module, "UNVERIFIABLE_FILES", {})
+            unverifiable = dict(getattr(comp.module, "UNVERIFIABLE_FILES", {}))
+            if comp.data_version == "fixed":
+                found, changed = _fixed_checksums(comp, found)
+                unverifiable.update(changed)
             skipped = [m for m in found if m.file in unverifiable]
             found = [m for m in found if m.file not in unverifiable]
             if found and verify:

@@ -103,9 +103,9 @@ class GradingLimits(BaseModel):
 
 def grade_isolated(
     competition_id: str, submission: Path | None, private: Path, *, sample_data: bool,
-    limits: GradingLimits | None = None,
+    limits: GradingLimits | None = None, version: str = "v1",
 ) -> GradeReport:
-    """`Competition.grade` in a child process under `limits`.
+    """`Competition.grade` in a child process under `limits`, as task `version` grades it.
 
     The same report as grading in this process, except that a submission whose grading runs
     out of memory or time is invalid with a reason that names the limit.
@@ -113,11 +113,12 @@ def grade_isolated(
     Raises:
         GradingError: the grader failed (missing answers, a bug), or the child could not run.
         CompetitionNotFoundError: no competition has that id or alias.
+        ValueError: `version` is not a task version ("v1", "fixed").
     """
     limits = limits or GradingLimits()
-    comp = get_competition(competition_id)
+    comp = get_competition(competition_id).for_version(version)
     request = {"task": "grade", "competition_id": comp.id, "submission": _absolute(submission),
-               "private": _absolute(private), "sample_data": sample_data}
+               "private": _absolute(private), "sample_data": sample_data, "version": version}
     result = _run_child(request, limits)
     if result["kind"] == "report":
         return GradeReport.model_validate(result["report"])
@@ -127,6 +128,7 @@ def grade_isolated(
 
 def validate_isolated(
     competition_id: str, submission: Path | None, private: Path, limits: GradingLimits | None = None,
+    *, version: str = "v1",
 ) -> tuple[bool, str]:
     """Check a submission's format against the competition in a child process under `limits`.
 
@@ -137,13 +139,14 @@ def validate_isolated(
     Raises:
         GradingError: the grader failed (missing answers, a bug), or the child could not run.
         CompetitionNotFoundError: no competition has that id or alias.
+        ValueError: `version` is not a task version ("v1", "fixed").
     """
     if submission is None:
         return False, "no submission file"
     limits = limits or GradingLimits()
-    comp = get_competition(competition_id)
+    comp = get_competition(competition_id).for_version(version)
     request = {"task": "validate", "competition_id": comp.id, "submission": _absolute(submission),
-               "private": _absolute(private)}
+               "private": _absolute(private), "version": version}
     result = _run_child(request, limits)
     if result["kind"] == "validation":
         return bool(result["valid"]), str(result["message"])
@@ -407,7 +410,7 @@ def _caused_by_memory(exc: BaseException) -> bool:
 
 
 def _grade(request: dict[str, Any]) -> dict[str, Any]:
-    comp = get_competition(request["competition_id"])
+    comp = get_competition(request["competition_id"]).for_version(request["version"])
     submission = None if request["submission"] is None else Path(request["submission"])
     report = comp.grade(submission, Path(request["private"]), sample_data=request["sample_data"])
     if report.reason is None:
@@ -418,7 +421,7 @@ def _grade(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validate(request: dict[str, Any]) -> dict[str, Any]:
-    comp = get_competition(request["competition_id"])
+    comp = get_competition(request["competition_id"]).for_version(request["version"])
     try:
         submission = read_submission_csv(Path(request["submission"]))
         answers = comp.load_answers(Path(request["private"]))

@@ -18,6 +18,10 @@ class EnvConfig(BaseModel):
     competition: str
     data: Literal["sample", "kaggle"] = "sample"
     sample_seed: int = Field(default=0, ge=0, description="which synthetic sample dataset to use")
+    version: Literal["v1", "fixed"] = Field(
+        default="v1", description='the task version: "v1", MLE-bench as published (numbers compare with its '
+        'leaderboard); "fixed", its known issues repaired (leaking files removed, MLE-bench\'s preparation bugs '
+        'fixed; docs/fidelity.md, "Task version fixed")')
     sandbox: Literal["docker", "local"] = "docker"
     reward: RewardMode = "medal"
     prompt: PromptKind = Field(

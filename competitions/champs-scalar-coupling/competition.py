@@ -1,7 +1,8 @@
 """CHAMPS Predicting Molecular Properties: MLE-bench's split by molecule, group log-MAE, synthetic molecules.
 
 MLE-bench gives the extra per-molecule tables (structures, dipoles, shielding tensors, charges,
-energies, contributions) and the .xyz files for the training molecules only; so do we.
+energies, contributions) and the .xyz files for the training molecules only; so do we. Kaggle gives
+the structures of the test molecules too (MLE-bench's pull request #70): task version "fixed" does.
 """
 
 from __future__ import annotations
@@ -22,10 +23,21 @@ TABLES = ["structures", "dipole_moments", "magnetic_shielding_tensors", "mullike
           "scalar_coupling_contributions"]
 ANSWERS_SCORE = float("-inf")  # the answers score log(0) per type: MLE-bench takes the log of the MAE unfloored
 SAMPLE_RAW = {"n_molecules": 170, "n_hidden": 4}
+# MLE-bench's pull request #70 (the same repair) publishes this MD5 for its structures.csv
+FIXED_FILES = {"public/structures.csv": "4b8864143e5251cc9793e84cb62b12d1"}
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of the molecules (seed 0, molecules in name order); extra tables kept for train molecules."""
+    _prepare(raw, public, private, test_structures=False)
+
+
+def prepare_fixed(raw: Path, public: Path, private: Path) -> None:
+    """The same split; structures.csv and structures/ keep the test molecules too (the other tables do not)."""
+    _prepare(raw, public, private, test_structures=True)
+
+
+def _prepare(raw: Path, public: Path, private: Path, *, test_structures: bool) -> None:
     old_train = read_csv(raw / "train.csv")
     _, rows = group_rows(old_train["molecule_name"])
     train_groups, test_groups = split_groups(len(rows), 0.1, 0)
@@ -33,9 +45,10 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     answers = old_train.iloc[np.concatenate([rows[g] for g in test_groups])]
     new_test = answers.drop(columns=[TARGET])
     train_molecules = new_train["molecule_name"].unique()
-    if len(train_molecules):
+    shown = [*train_molecules, *new_test["molecule_name"].unique()] if test_structures else list(train_molecules)
+    if len(shown):
         (public / "structures").mkdir()
-    for name in train_molecules:
+    for name in shown:
         shutil.copyfile(raw / "structures" / f"{name}.xyz", public / "structures" / f"{name}.xyz")
     answers.to_csv(private / "answers.csv", index=False)
     new_train.to_csv(public / "train.csv", index=False)
@@ -44,7 +57,8 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     keep = set(train_molecules)
     for table in TABLES:
         frame = read_csv(raw / f"{table}.csv")
-        frame[frame["molecule_name"].isin(keep)].to_csv(public / f"{table}.csv", index=False)
+        rows = frame["molecule_name"].isin(set(shown) if table == "structures" else keep)
+        frame[rows].to_csv(public / f"{table}.csv", index=False)
 
 
 def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:

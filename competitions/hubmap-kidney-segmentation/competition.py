@@ -3,6 +3,10 @@
 MLE-bench keeps 12 slides for training and holds out 3 (seed 0); the test answers carry each
 slide's size for decoding the masks. The slides are TIFF files of up to 40,000 pixels a side,
 so nothing here decodes a mask: the grader works on the run-length encodings themselves.
+
+MLE-bench copies each held-out slide's glomerulus annotations (`<id>.json`, the polygons its mask
+is drawn from) into public/test/ (its pull request #98): task version "fixed" leaves them out, as
+Kaggle's own test folder does, and keeps the slides and their anatomical-structure files.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from PIL import Image
+from scipy import ndimage
 from sklearn.model_selection import train_test_split
 
 from mle_gym.competitions.helpers import read_csv
@@ -32,6 +37,15 @@ PERFECT_SUBMISSION = "gold_submission.csv"
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """12 slides for training, 3 held out (seed 0); the answers gain each slide's width and height."""
+    _prepare(raw, public, private, test_suffixes=SUFFIXES)
+
+
+def prepare_fixed(raw: Path, public: Path, private: Path) -> None:
+    """The same split; public/test/ holds the slides and their anatomical structures, not their annotations."""
+    _prepare(raw, public, private, test_suffixes=(".tiff", "-anatomical-structure.json"))
+
+
+def _prepare(raw: Path, public: Path, private: Path, test_suffixes: tuple[str, ...]) -> None:
     old_train = read_csv(raw / "train.csv")
     info = read_csv(raw / INFO)
     new_train, new_test = train_test_split(old_train, train_size=TRAIN_SIZE, test_size=TEST_SIZE, random_state=SEED)
@@ -44,10 +58,10 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     sample = new_test[["id"]].assign(predicted="")
     sample.to_csv(public / "sample_submission.csv", index=False)
     sample.assign(predicted=new_test["encoding"]).to_csv(private / "gold_submission.csv", index=False)
-    for folder, ids in (("train", new_train["id"]), ("test", new_test["id"])):
+    for folder, ids, suffixes in (("train", new_train["id"], SUFFIXES), ("test", new_test["id"], test_suffixes)):
         (public / folder).mkdir(parents=True, exist_ok=True)
         for image_id in ids:
-            for suffix in SUFFIXES:
+            for suffix in suffixes:
                 shutil.copy(raw / "train" / f"{image_id}{suffix}", public / folder / f"{image_id}{suffix}")
     shutil.copy(public / "sample_submission.csv", public / "test" / "sample_submission.csv")
 
@@ -83,6 +97,44 @@ def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
     return float(np.mean(dice))
 
 
+# the 8 neighbours of a pixel, clockwise (rows grow downwards) from the west
+_CLOCKWISE = [(0, -1), (-1, -1), (-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1)]
+
+
+def _outline(component: np.ndarray) -> list[list[int]]:
+    """The [x, y] pixels round the edge of one 8-connected region, clockwise (Moore-neighbour tracing with
+    Jacob's stop): filling the polygon through them, edge included, gives the region back (holes aside)."""
+    padded = np.pad(component, 1)
+    ys, xs = np.nonzero(padded)
+    start = current = (int(ys[0]), int(xs[0]))  # the top row's leftmost pixel: its west neighbour is background
+    path, back, second = [start], 0, None
+    while True:
+        for step in range(1, 9):
+            k = (back + step) % 8
+            found = (current[0] + _CLOCKWISE[k][0], current[1] + _CLOCKWISE[k][1])
+            if padded[found]:
+                break
+        else:
+            break  # a lone pixel
+        behind = (current[0] + _CLOCKWISE[k - 1][0], current[1] + _CLOCKWISE[k - 1][1])  # background, checked last
+        back = _CLOCKWISE.index((behind[0] - found[0], behind[1] - found[1]))
+        if current == start and found == second:
+            break
+        second = second or found
+        current = found
+        path.append(current)
+    if len(path) > 1:
+        path.pop()  # the walk ends where it began
+    return [[x - 1, y - 1] for y, x in path]
+
+
+def _annotations(mask: np.ndarray) -> list[dict]:
+    """Kaggle's `<id>.json`: one GeoJSON polygon per glomerulus, in pixel coordinates; the masks are drawn from them."""
+    labels, count = ndimage.label(mask, structure=np.ones((3, 3), dtype=int))
+    return [{"type": "Feature", "geometry": {"type": "Polygon", "coordinates": [_outline(labels == k)]},
+             "properties": {"classification": {"name": "glomerulus"}}} for k in range(1, count + 1)]
+
+
 def make_raw(raw: Path, seed: int, n_hidden: int = 5, size: int = 40) -> None:
     """Kaggle's download: train.csv, HuBMAP-20-dataset_information.csv, sample_submission.csv and, in train/
     and test/, per slide `<id>.tiff`, `<id>.json` (glomerulus polygons) and `<id>-anatomical-structure.json`.
@@ -104,12 +156,7 @@ def make_raw(raw: Path, seed: int, n_hidden: int = 5, size: int = 40) -> None:
         stain = np.stack([200 - 90 * mask, 150 - 60 * mask, 190 - 40 * mask], axis=-1)
         tissue = stain + rng.normal(0, 12, (height, width, 3))
         Image.fromarray(np.clip(tissue, 0, 255).astype(np.uint8)).save(folder / f"{image_id}.tiff")
-        ys, xs = np.nonzero(mask)
-        polygon = [[int(xs.min()), int(ys.min())], [int(xs.max()), int(ys.min())], [int(xs.max()), int(ys.max())],
-                   [int(xs.min()), int(ys.max())]] if len(xs) else []
-        (folder / f"{image_id}.json").write_text(json.dumps(
-            [{"type": "Feature", "geometry": {"type": "Polygon", "coordinates": [polygon]},
-              "properties": {"classification": {"name": "glomerulus"}}}]))
+        (folder / f"{image_id}.json").write_text(json.dumps(_annotations(mask)))
         (folder / f"{image_id}-anatomical-structure.json").write_text(json.dumps(
             [{"type": "Feature",
               "geometry": {"type": "Polygon", "coordinates": [[[0, 0], [width, 0], [width, height]]]},

@@ -4,10 +4,17 @@ MLE-bench keeps Kaggle's archives as they are and makes the labelled recordings 
 training4.tar.gz the test set: their rows leave training.csv for the private answers, and the
 archive itself is published as test.tar.gz. The ids are the last four digits of the
 `SampleNNNNN.zip` files at the top of that archive.
+
+Each recording's `SampleNNNNN_data.mat` holds a MATLAB struct `Video` whose `Labels` (each
+gesture's name and first and last frame) are the very answers (MLE-bench's issue #77). Task
+version "fixed" publishes test.tar.gz with `Video.Labels` removed from every recording's .mat file,
+every other member and field as it was.
 """
 
 from __future__ import annotations
 
+import copy
+import gzip
 import io
 import os
 import random
@@ -20,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.io
 
 from mle_gym.competitions.helpers import ZIP_TIME, write_zip
-from mle_gym.errors import InvalidSubmissionError
+from mle_gym.errors import InvalidSubmissionError, PrepareError
 from mle_gym.grading.sequence_metrics import gesture_error_rate
 from mle_gym.grading.validation import align_to_answers, check_columns, check_ids
 
@@ -35,6 +43,11 @@ SAMPLE_CODE = "sample_code_mmrgc.zip"
 TEST_ARCHIVE = "training4.tar.gz"
 KAGGLE_FILES = {*TRAINING, *VALIDATION, *OTHERS, SAMPLE_CODE, TEST_ARCHIVE, "training.csv", "test.csv",
                 "randomPredictions.csv"}
+GESTURES = ["vattene", "vieniqui", "perfetto", "furbo", "cheduepalle", "chevuoi", "daccordo", "seipazzo", "combinato",
+            "freganiente", "ok", "cosatifarei", "basta", "prendere", "noncenepiu", "fame", "tantotempo", "buonissimo",
+            "messidaccordo", "sonostufo"]
+"""The challenge's twenty Italian gestures, numbered 1 to 20 in this order."""
+MAT_HEADER_BYTES = 116  # a MAT-file v5 starts with 116 bytes of descriptive text
 
 
 def test_ids(archive: Path) -> list[str]:
@@ -66,6 +79,17 @@ def _copy_sample_code(raw: Path, public: Path) -> None:
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """training4's recordings become the test set; the archives are copied as they are."""
+    _prepare(raw, public, private)
+    shutil.copyfile(raw / TEST_ARCHIVE, public / "test.tar.gz")
+
+
+def prepare_fixed(raw: Path, public: Path, private: Path) -> None:
+    """The same split; test.tar.gz is training4 with `Video.Labels` stripped from each recording's _data.mat."""
+    _prepare(raw, public, private)
+    strip_test_labels(raw / TEST_ARCHIVE, public / "test.tar.gz")
+
+
+def _prepare(raw: Path, public: Path, private: Path) -> None:
     ids = test_ids(raw / TEST_ARCHIVE)
     training = pd.read_csv(raw / "training.csv", dtype={ID: str, SEQUENCE: str})
     held_out = training[ID].isin(ids)
@@ -78,10 +102,60 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     rng = random.Random(0)  # MLE-bench's random.seed(0): a random order of the 20 gestures per test recording
     guesses = [" ".join(str(g) for g in rng.sample(range(1, N_GESTURES + 1), N_GESTURES)) for _ in ids]
     pd.DataFrame({ID: ids, SEQUENCE: guesses}).to_csv(public / "randomPredictions.csv", index=False)
-    shutil.copyfile(raw / TEST_ARCHIVE, public / "test.tar.gz")
     for name in [*TRAINING, *VALIDATION, *OTHERS]:
         shutil.copyfile(raw / name, public / name)
     _copy_sample_code(raw, public)
+
+
+def strip_labels(mat: bytes, where: str) -> bytes:
+    """A `_data.mat` file without its `Video.Labels`: the other variables and fields as loaded, and the
+    original's header text (the file is written again, so its bytes change)."""
+    try:
+        variables = scipy.io.loadmat(io.BytesIO(mat))
+    except (ValueError, NotImplementedError, TypeError) as exc:  # scipy's errors for files it cannot read
+        raise PrepareError(f"{where}: cannot read it as a MAT-file ({exc}); the download may be corrupt") from exc
+    video = variables.get("Video")
+    if video is None or video.dtype.names is None or "Labels" not in video.dtype.names:
+        return mat  # nothing to strip
+    kept = [name for name in video.dtype.names if name != "Labels"]
+    stripped = np.empty(video.shape, dtype=[(name, video.dtype[name]) for name in kept])
+    for name in kept:
+        stripped[name] = video[name]
+    out = io.BytesIO()
+    scipy.io.savemat(out, {**{k: v for k, v in variables.items() if not k.startswith("__")}, "Video": stripped},
+                     do_compression=True)
+    return mat[:MAT_HEADER_BYTES] + out.getvalue()[MAT_HEADER_BYTES:]
+
+
+def _strip_recording(recording: bytes, where: str) -> bytes:
+    """A recording's zip with every `*_data.mat` stripped of its labels; its other members copied as they are."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(recording)) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename.endswith("_data.mat"):
+                data = strip_labels(data, f"{where}/{info.filename}")
+            target.writestr(info, data, compress_type=info.compress_type)
+    return out.getvalue()
+
+
+def strip_test_labels(archive: Path, target: Path) -> None:
+    """Copy a tar.gz of recordings, each `SampleNNNNN.zip` in it with its labels stripped (one recording in memory
+    at a time); members other than the recordings' zips are copied as they are."""
+    with tarfile.open(archive, "r:gz") as source, target.open("wb") as raw_file, \
+            gzip.GzipFile(fileobj=raw_file, mode="wb", compresslevel=6, mtime=0) as packed, \
+            tarfile.open(fileobj=packed, mode="w") as out:
+        for member in source:
+            handle = source.extractfile(member) if member.isfile() else None
+            if handle is None:
+                out.addfile(member)
+                continue
+            data = handle.read()
+            if member.name.endswith(".zip"):
+                data = _strip_recording(data, f"{archive.name}/{member.name}")
+            info = copy.copy(member)
+            info.size = len(data)
+            out.addfile(info, io.BytesIO(data))
 
 
 def _as_text(column: pd.Series) -> list[str]:
@@ -123,8 +197,36 @@ EMPTY_7Z = b"7z\xbc\xaf\x27\x1c\x00\x04" + struct.pack("<I", zlib.crc32(_EMPTY_7
 """A valid 7z archive with no files: the sample data's stand-in for Kaggle's 7z archives."""
 
 
+def _struct_array(records: list[dict]) -> np.ndarray:
+    """A 1xN MATLAB struct array (what `scipy.io.savemat` writes as one) of records with the same keys."""
+    fields = list(records[0]) if records else []
+    array = np.empty((1, len(records)), dtype=[(name, object) for name in fields])
+    for k, record in enumerate(records):
+        for name in fields:
+            array[0, k][name] = record[name]
+    return array
+
+
+def _data_mat(skeleton: pd.DataFrame, labels: list[tuple[int, int, int]], n_frames: int) -> bytes:
+    """A recording's `_data.mat`: the struct `Video` (NumFrames, FrameRate, MaxDepth, the skeleton of each frame,
+    the hand at rest between gestures, and, as in Kaggle's files, the Labels: each gesture's name and its first
+    and last frame, counted from 1)."""
+    positions = np.tile([0.0, 0.0, 1.9], (n_frames, 1))
+    positions[skeleton["frame"].to_numpy(dtype=int)] = skeleton[["hand_x", "hand_y", "hand_z"]].to_numpy()
+    frames = [{"Skeleton": {"JointType": np.array([["HandRight"]], dtype=object),
+                            "WorldPosition": row.reshape(1, 3)}} for row in positions]
+    video = {"NumFrames": len(frames), "FrameRate": 20, "MaxDepth": 3000, "Frames": _struct_array(frames),
+             "Labels": _struct_array([{"Name": GESTURES[g - 1], "Begin": begin, "End": end}
+                                      for g, begin, end in labels])}
+    out = io.BytesIO()
+    scipy.io.savemat(out, {"Video": video}, do_compression=True)
+    # the header's text carries the time it was written; a fixed text keeps the sample data's bytes the same
+    return b"MATLAB 5.0 MAT-file, mle-gym sample data".ljust(MAT_HEADER_BYTES) + out.getvalue()[MAT_HEADER_BYTES:]
+
+
 def _recording(rng: np.random.Generator, sample: int, gestures: list[int]) -> bytes:
-    """A recording's zip: a skeleton track (one row per frame, the gesture shaping the hand's path) and its labels."""
+    """A recording's zip: its `_data.mat` (a skeleton track, the gesture shaping the hand's path, and the labels)
+    and a placeholder for the audio (Kaggle's also hold the colour, depth and user videos)."""
     frames, labels, t = [], [], 0
     for gesture in gestures:
         length = int(rng.integers(8, 14))
@@ -138,15 +240,15 @@ def _recording(rng: np.random.Generator, sample: int, gestures: list[int]) -> by
     skeleton["hand_x"] += rng.normal(0, 0.005, len(skeleton)).round(4)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr(zipfile.ZipInfo(f"Sample{sample:05d}_skeleton.csv", ZIP_TIME), skeleton.to_csv(index=False))
-        zf.writestr(zipfile.ZipInfo(f"Sample{sample:05d}_labels.csv", ZIP_TIME),
-                    pd.DataFrame(labels, columns=["gesture", "start_frame", "end_frame"]).to_csv(index=False))
+        zf.writestr(zipfile.ZipInfo(f"Sample{sample:05d}_audio.ogg", ZIP_TIME), b"OggS" + bytes(60))
+        zf.writestr(zipfile.ZipInfo(f"Sample{sample:05d}_data.mat", ZIP_TIME), _data_mat(skeleton, labels, t))
     return buffer.getvalue()
 
 
 def _tar(path: Path, members: dict[str, bytes]) -> None:
-    with path.open("wb") as raw_file:
-        with tarfile.open(fileobj=raw_file, mode="w:gz", compresslevel=1) as tar:
+    """A tar.gz of the members, the same bytes on every run (its gzip header's time is 0)."""
+    with path.open("wb") as raw_file, gzip.GzipFile(fileobj=raw_file, mode="wb", compresslevel=1, mtime=0) as packed:
+        with tarfile.open(fileobj=packed, mode="w") as tar:
             for name, data in members.items():
                 info = tarfile.TarInfo(name)
                 info.size = len(data)

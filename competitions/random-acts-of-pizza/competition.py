@@ -1,4 +1,9 @@
-"""Random Acts of Pizza: MLE-bench's split of the Reddit requests, and synthetic requests as sample data."""
+"""Random Acts of Pizza: MLE-bench's split of the Reddit requests, and synthetic requests as sample data.
+
+MLE-bench's test requests come from Kaggle's train.json and keep Kaggle's test fields, among them
+`giver_username_if_known`, which names a giver only when the pizza was given (its issue #108):
+task version "fixed" leaves that field out of test.json.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ TEST_FIELDS = [
 ]
 RAW_TEST_SHARE = (1631, 4040)
 """Kaggle's test and train request counts; MLE-bench reads the share from the files themselves."""
+LEAKING_FIELD = "giver_username_if_known"
+FIXED_FILES = {"public/test.json": None}  # without the leaking field
 
 
 def _dump(records: list[dict], path: Path) -> None:
@@ -45,10 +52,20 @@ def _write(new_train: list[dict], new_test: list[dict], test_fields: list[str], 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Split train.json (seed 0) so the new test share equals Kaggle's test share; keep test fields only."""
+    _prepare(raw, public, private, drop=())
+
+
+def prepare_fixed(raw: Path, public: Path, private: Path) -> None:
+    """The same split; test.json (and test.zip) without `giver_username_if_known`. train.json keeps it, as it keeps
+    the other fields only known after the fact."""
+    _prepare(raw, public, private, drop=(LEAKING_FIELD,))
+
+
+def _prepare(raw: Path, public: Path, private: Path, drop: tuple[str, ...]) -> None:
     old_train = json.loads((raw / "train.json").read_text())
     old_test = json.loads((raw / "test.json").read_text())
     test_ratio = len(old_test) / (len(old_train) + len(old_test))
-    test_fields = list(old_test[0].keys())
+    test_fields = [key for key in old_test[0].keys() if key not in drop]
     new_train, new_test = train_test_split(old_train, test_size=test_ratio, random_state=0)
     _write(new_train, new_test, test_fields, public, private)
 
@@ -59,7 +76,9 @@ SUBS = ["AskReddit", "pics", "funny", "gaming", "Random_Acts_Of_Pizza", "food", 
 
 
 def _records(rng: np.random.Generator, n: int, start_id: int) -> list[dict]:
-    """Synthetic requests: success is likelier for old accounts, karma and a sob story."""
+    """Synthetic requests: success is likelier for old accounts, karma and a sob story. As in Kaggle's data, a
+    giver is named only on requests that got a pizza, here on about half of them (those at even positions; the
+    real share is not measured here); the rest say "N/A"."""
     out = []
     for i in range(n):
         age = float(rng.exponential(250))
@@ -76,8 +95,10 @@ def _records(rng: np.random.Generator, n: int, start_id: int) -> list[dict]:
         stamp = float(1.30e9 + rng.integers(0, 6e7))
         subs = sorted(set(rng.choice(SUBS, size=int(rng.integers(0, 6))).tolist()))
         later = float(rng.uniform(200, 900))
+        # decided without a draw, so the requests and labels are those this generator always made
+        giver = f"giver_{(start_id + i) % 89:02d}" if label and i % 2 == 0 else "N/A"
         out.append({
-            "giver_username_if_known": "N/A",
+            "giver_username_if_known": giver,
             "number_of_downvotes_of_request_at_retrieval": int(rng.integers(0, 5)),
             "number_of_upvotes_of_request_at_retrieval": int(rng.integers(0, 10)),
             "post_was_edited": bool(rng.random() < 0.1),

@@ -1,4 +1,8 @@
-"""RANZCR CLiP (catheter and line positions): MLE-bench's split, and tiny synthetic X-rays as sample data."""
+"""RANZCR CLiP (catheter and line positions): MLE-bench's split, and tiny synthetic X-rays as sample data.
+
+MLE-bench's sample submission and grader know nine of Kaggle's eleven label columns (its issue #30);
+task version "fixed" restores the other two in both, as its pull request #117 does.
+"""
 
 from __future__ import annotations
 
@@ -24,20 +28,30 @@ CLASSES = LABELS[:9]
 # Positive rates, raised for the rarest classes so a small sample still has positives to learn from.
 RATES = [0.06, 0.08, 0.24, 0.06, 0.06, 0.09, 0.16, 0.10, 0.28, 0.70, 0.06]
 SIZE = 32
+FIXED_FILES = {"public/sample_submission.csv": None}  # eleven columns; MLE-bench's fix publishes no new checksum
 
 
 def _write_tables(new_train: pd.DataFrame, new_test: pd.DataFrame, annotations: pd.DataFrame,
-                  public: Path, private: Path) -> None:
+                  public: Path, private: Path, classes: list[str]) -> None:
     new_train.to_csv(public / "train.csv", index=False)
     annotations.to_csv(public / "train_annotations.csv", index=False)
-    new_test.to_csv(private / "test.csv", index=False)  # all eleven labels; the metadata names the scored nine
-    new_test[["StudyInstanceUID"]].assign(**{c: 0 for c in CLASSES}).to_csv(
+    new_test.to_csv(private / "test.csv", index=False)  # all eleven labels; the metadata names the scored ones
+    new_test[["StudyInstanceUID"]].assign(**{c: 0 for c in classes}).to_csv(
         public / "sample_submission.csv", index=False
     )
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Kaggle's train.csv split 90/10 (seed 0); train and test JPEGs and train annotations follow their rows."""
+    _prepare(raw, public, private, CLASSES)
+
+
+def prepare_fixed(raw: Path, public: Path, private: Path) -> None:
+    """The same split; the sample submission has all eleven label columns (graded: the metadata's "fixed")."""
+    _prepare(raw, public, private, LABELS)
+
+
+def _prepare(raw: Path, public: Path, private: Path, classes: list[str]) -> None:
     old_train = read_csv(raw / "train.csv")
     new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
     old_annotations = read_csv(raw / "train_annotations.csv")
@@ -46,7 +60,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
         (public / split).mkdir()
         for uid in frame["StudyInstanceUID"]:
             shutil.copyfile(raw / "train" / f"{uid}.jpg", public / split / f"{uid}.jpg")
-    _write_tables(new_train, new_test, annotations, public, private)
+    _write_tables(new_train, new_test, annotations, public, private, classes)
 
 
 def _xray(rng: np.random.Generator, labels: np.ndarray) -> np.ndarray:

@@ -1,8 +1,14 @@
-"""Google Smartphone Decimeter Challenge 2022: MLE-bench's split of the drives by date, graded by positioning error."""
+"""Google Smartphone Decimeter Challenge 2022: MLE-bench's split of the drives by date, graded by positioning error.
+
+MLE-bench's held-out drives keep `supplemental/span_log.nmea`, the log of the reference receiver
+whose track is the ground truth (its issue #93): task version "fixed" leaves it out of public/test/.
+"""
 
 from __future__ import annotations
 
 import shutil
+from datetime import datetime, timezone
+from functools import reduce
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +24,7 @@ TRIP, TIME, LAT, LON = "tripId", "UnixTimeMillis", "LatitudeDegrees", "Longitude
 SAMPLE_POSITION = (37.904611315634504, -86.48107806249548)  # MLE-bench's constant guess for every row
 PHONES = ["GooglePixel4", "GooglePixel4XL", "GooglePixel5", "SamsungGalaxyS20Ultra", "XiaomiMi8"]
 GROUND_TRUTH = "ground_truth.csv"
+SPAN_LOG = "span_log.nmea"
 
 
 def drive_date(drive: str) -> str:
@@ -34,6 +41,15 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     The held-out phones' ground truth (their `ground_truth.csv`, concatenated in path order
     with a `tripId` of `<drive>-<phone>`) is the answers; it is left out of public/test/.
     """
+    _prepare(raw, public, private, hidden=(GROUND_TRUTH,))
+
+
+def prepare_fixed(raw: Path, public: Path, private: Path) -> None:
+    """The same split; public/test/ also leaves out each phone's supplemental/span_log.nmea."""
+    _prepare(raw, public, private, hidden=(GROUND_TRUTH, SPAN_LOG))
+
+
+def _prepare(raw: Path, public: Path, private: Path, hidden: tuple[str, ...]) -> None:
     drives = sorted(p.name for p in (raw / "train").iterdir() if p.is_dir())
     dates = sorted({drive_date(d) for d in drives})
     _, test_dates = train_test_split(dates, test_size=0.1, random_state=0)
@@ -42,7 +58,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
         if drive_date(drive) not in test_dates:
             copy_tree(raw / "train" / drive, public / "train" / drive)
             continue
-        shutil.copytree(raw / "train" / drive, public / "test" / drive, ignore=shutil.ignore_patterns(GROUND_TRUTH))
+        shutil.copytree(raw / "train" / drive, public / "test" / drive, ignore=shutil.ignore_patterns(*hidden))
         for phone in sorted(p.name for p in (raw / "train" / drive).iterdir() if (p / GROUND_TRUTH).is_file()):
             truth = read_csv_like_pandas2(raw / "train" / drive / phone / GROUND_TRUTH)
             answers.append(truth.assign(**{TRIP: f"{drive}-{phone}"})[[TRIP, TIME, LAT, LON]])
@@ -86,16 +102,42 @@ def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
     return positioning_score(pd.factorize(answers[TRIP])[0], errors)
 
 
+def _nmea(body: str) -> str:
+    """One NMEA 0183 sentence: `$`, the body, `*` and the XOR of the body's bytes in hex."""
+    return f"${body}*{reduce(lambda a, b: a ^ b, body.encode(), 0):02X}"
+
+
+def _degrees_minutes(value: float, width: int) -> str:
+    degrees = int(abs(value))
+    return f"{degrees:0{width}d}{(abs(value) - degrees) * 60:011.8f}"
+
+
+def span_log(truth: pd.DataFrame) -> str:
+    """The reference receiver's NMEA log of a track (GGA and RMC sentences, one pair per epoch, UTC)."""
+    lines = []
+    for row in truth.itertuples(index=False):
+        row = row._asdict()
+        when = datetime.fromtimestamp(row[TIME] / 1000, tz=timezone.utc)
+        clock = f"{when:%H%M%S}.{when.microsecond // 10000:02d}"
+        lat = f"{_degrees_minutes(row[LAT], 2)},{'N' if row[LAT] >= 0 else 'S'}"
+        lon = f"{_degrees_minutes(row[LON], 3)},{'E' if row[LON] >= 0 else 'W'}"
+        lines.append(_nmea(f"GPGGA,{clock},{lat},{lon},4,18,0.7,{row['AltitudeMeters']:.3f},M,-32.000,M,,"))
+        knots = row["SpeedMps"] * 3600 / 1852
+        lines.append(_nmea(f"GPRMC,{clock},A,{lat},{lon},{knots:.3f},{row['BearingDegrees']:.2f},{when:%d%m%y},,,D"))
+    return "\r\n".join(lines) + "\r\n"
+
+
 def _phone_files(rng: np.random.Generator, folder: Path, start: int, epochs: int, origin: np.ndarray) -> None:
     """One phone's recording: GNSS and IMU logs, supplemental raw logs and the reference track."""
     folder.mkdir(parents=True)
     times = start + 1000 * np.arange(epochs)
     track = origin + np.cumsum(rng.normal(0, 1.5e-4, size=(epochs, 2)), axis=0)
-    pd.DataFrame({
+    truth = pd.DataFrame({
         "MessageType": "Fix", "Provider": "GT", LAT: track[:, 0].round(9), LON: track[:, 1].round(9),
         "AltitudeMeters": rng.normal(20, 3, epochs).round(3), "SpeedMps": rng.gamma(4, 3, epochs).round(6),
         "AccuracyMeters": 0.1, "BearingDegrees": rng.uniform(0, 360, epochs).round(6), TIME: times,
-    }).to_csv(folder / GROUND_TRUTH, index=False)
+    })
+    truth.to_csv(folder / GROUND_TRUTH, index=False)
     # The raw logs are written as text: pandas' writer costs more than the sample data's whole budget here.
     sats = rng.choice(32, 4, replace=False) + 1
     gnss = ["MessageType,utcTimeMillis,Svid,ConstellationType,Cn0DbHz,RawPseudorangeMeters"]
@@ -107,7 +149,8 @@ def _phone_files(rng: np.random.Generator, folder: Path, start: int, epochs: int
     (folder / "device_imu.csv").write_text("\n".join(imu) + "\n")
     (folder / "supplemental").mkdir()
     (folder / "supplemental" / "gnss_log.txt").write_text(f"# Version: v3.0.0.1 Platform: 11\n# Raw,{start}\n")
-    (folder / "supplemental" / "span_log.nmea").write_text("$GPGGA,000000.00,3725.0,N,12205.0,W,4,12,0.8,20.0,M,,M,,*00\n")
+    # as in Kaggle's drives, the reference receiver's log: the ground truth's own track
+    (folder / "supplemental" / SPAN_LOG).write_bytes(span_log(truth).encode())
 
 
 def make_raw(raw: Path, seed: int, n_dates: int = 10, n_hidden: int = 1, epochs: int = 8) -> None:
@@ -126,8 +169,9 @@ def make_raw(raw: Path, seed: int, n_dates: int = 10, n_hidden: int = 1, epochs:
             start = int(day.timestamp() * 1000) + int(rng.integers(0, 8 * 3600)) * 1000
             for phone in sorted(rng.choice(PHONES, size=int(rng.integers(1, 3)), replace=False)):
                 _phone_files(rng, raw / side / drive / phone, start, epochs, np.asarray(origin))
-                if side == "test":
+                if side == "test":  # a test drive comes without the reference track, and so without its log
                     (raw / side / drive / phone / GROUND_TRUTH).unlink()
+                    (raw / side / drive / phone / "supplemental" / SPAN_LOG).unlink()
                     sample.extend({TRIP: f"{drive}-{phone}", TIME: start + 1000 * e, LAT: SAMPLE_POSITION[0],
                                    LON: SAMPLE_POSITION[1]} for e in range(epochs))
     (raw / "metadata").mkdir()

@@ -5,12 +5,19 @@ background-noise recordings included) and grades the word folder each came from,
 `bed` or `_background_noise_` stay as they are, not folded into `unknown` or `silence`.
 `train.7z` is read with py7zr (`mle_gym.competitions.sevenzip`, one pass over its solid stream) or, when it was
 extracted, from `train/audio/`.
+
+Kaggle scores twelve classes (the ten commands, `unknown` for every other word, `silence`) on
+speakers it never trained on; MLE-bench's answers keep the raw words (its issue #63) and its clips
+are held out one by one, so every test speaker also speaks in train. Task version "fixed" holds
+out whole speakers, and answers in the twelve classes (see `prepare_fixed`).
 """
 
 from __future__ import annotations
 
 import io
 import shutil
+import tempfile
+import wave
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +36,9 @@ OTHER_WORDS = ["bed", "bird", "cat", "dog", "eight", "five", "four", "happy", "h
 NOISE = "_background_noise_"
 RATE = 16000
 SAMPLE_RAW = {"clips_per_word": 16}
+CLASSES = [*COMMANDS, "unknown", "silence"]
+"""The twelve classes Kaggle scores."""
+FIXED_FILES = {"private/test.csv": None, "public/sample_submission.csv": None}  # another test set
 
 
 def _labelled_clips(raw: Path) -> list[tuple[str, str]]:
@@ -68,6 +78,93 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     answers = pd.DataFrame.from_records(records, columns=[ID, TARGET])
     answers.to_csv(private / "test.csv", index=False)
     answers[[ID]].assign(**{TARGET: "silence"}).to_csv(public / "sample_submission.csv", index=False)
+
+
+def speaker(name: str) -> str:
+    """Who recorded a clip: the part of its file name before `_nohash_` (Speech Commands' naming)."""
+    return Path(name).name.split("_nohash_")[0]
+
+
+def scored_class(label: str) -> str:
+    """The class Kaggle scores for a clip of the folder `label`: a command, "silence" for noise, else "unknown"
+    (a class passes as it is)."""
+    return label if label in CLASSES else "silence" if label == NOISE else "unknown"
+
+
+def _held_out(keys: list[str]) -> set[str]:
+    """A tenth of the distinct keys (seed 0, keys sorted), at least one once there are two."""
+    distinct = sorted(set(keys))
+    if len(distinct) < 2:
+        return set()
+    return {distinct[i] for i in split_groups(len(distinct), 0.1, 0)[1]}
+
+
+def _seconds(source: Path) -> list[bytes]:
+    """A recording cut into one-second WAV clips (the length of Kaggle's test clips); one clip if it is shorter."""
+    with wave.open(str(source), "rb") as reader:
+        params, frames = reader.getparams(), reader.readframes(reader.getnframes())
+    width = params.sampwidth * params.nchannels
+    n = len(frames) // width
+    starts = range(0, n - params.framerate + 1, params.framerate) if n >= params.framerate else [0]
+    clips = []
+    for start in starts:
+        buffer = io.BytesIO()
+        with wave.open(buffer, "wb") as writer:
+            writer.setparams(params)
+            writer.writeframes(frames[start * width:(start + min(params.framerate, n)) * width])
+        clips.append(buffer.getvalue())
+    return clips
+
+
+def prepare_fixed(raw: Path, public: Path, private: Path) -> None:
+    """A tenth of the speakers held out (seed 0) with all their clips, and a tenth of the background-noise
+    recordings, cut into one-second "silence" clips; answers in the twelve scored classes, the test clips in a
+    shuffled order (seed 0) and renamed clip_<8 digits>.wav in it. Train keeps Kaggle's word folders."""
+    clips = _labelled_clips(raw)
+    words = [(label, name) for label, name in clips if label != NOISE]
+    noises = [name for label, name in clips if label == NOISE]
+    test_speakers, test_noises = _held_out([speaker(n) for _, n in words]), _held_out(noises)
+    targets: dict[str, Path] = {}
+    tests: list[tuple[str, str]] = []  # (7z member or noise piece key, class)
+    for label, name in clips:
+        held = name in test_noises if label == NOISE else speaker(name) in test_speakers
+        if held:
+            if label != NOISE:
+                tests.append((name, scored_class(label)))
+            continue
+        (public / "train" / "audio" / label).mkdir(parents=True, exist_ok=True)
+        targets[name] = public / "train" / "audio" / label / Path(name).name
+    (public / "test" / "audio").mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="mle-gym-noise-") as tmp:
+        for k, name in enumerate(sorted(test_noises)):
+            targets[name] = Path(tmp) / f"{k}.wav"
+        _copy_clips(raw, targets)
+        pieces = {f"{name}#{j}": clip for k, name in enumerate(sorted(test_noises))
+                  for j, clip in enumerate(_seconds(Path(tmp) / f"{k}.wav"))}
+    tests += [(key, "silence") for key in pieces]
+    order = np.random.default_rng(0).permutation(len(tests))
+    records, moves = [], {}
+    for k, i in enumerate(order):
+        key, label = tests[i]
+        fname = f"clip_{k:08d}.wav"
+        records.append({ID: fname, TARGET: label})
+        if key in pieces:
+            (public / "test" / "audio" / fname).write_bytes(pieces[key])
+        else:
+            moves[key] = public / "test" / "audio" / fname
+    _copy_clips(raw, moves)
+    answers = pd.DataFrame.from_records(records, columns=[ID, TARGET])
+    answers.to_csv(private / "test.csv", index=False)
+    answers[[ID]].assign(**{TARGET: "silence"}).to_csv(public / "sample_submission.csv", index=False)
+
+
+def _copy_clips(raw: Path, targets: dict[str, Path]) -> None:
+    """Write the clips named in `targets` (paths inside the download) to their paths, from train.7z or its folder."""
+    if (raw / "train.7z").is_file():
+        extract_7z_members(raw / "train.7z", targets)
+    else:
+        for name, target in targets.items():
+            shutil.copyfile(raw / name, target)
 
 
 def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:

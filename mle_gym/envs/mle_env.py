@@ -76,7 +76,8 @@ class MLEEnv(gym.Env[str, dict]):
     `gym.make(id, max_episode_steps=N)` lowers `max_steps` to N, so TimeLimit's truncation is graded.
 
     ## Arguments
-    See `mle_gym.config.EnvConfig`: data ("sample" | "kaggle"), sandbox ("docker" | "local"),
+    See `mle_gym.config.EnvConfig`: data ("sample" | "kaggle"), version ("v1": MLE-bench as
+    published | "fixed": its known issues repaired; `info["version"]` says which), sandbox ("docker" | "local"),
     prompt ("own" | "mlebench": MLE-bench's text, fetched by `mle-gym prepare ID --mlebench-text`),
     reward, max_steps, time_limit_s, command_timeout_s, max_output_chars, and Docker options
     (image, cpus, memory, pids_limit, shm_size, network, gpus).
@@ -101,7 +102,7 @@ class MLEEnv(gym.Env[str, dict]):
                                                "competition (`mle-gym list` shows what is packaged)")
             competition = self.split[0]
         self.config = EnvConfig(competition=competition, **options)
-        self.competition: Competition = get_competition(competition)
+        self.competition: Competition = get_competition(competition).for_version(self.config.version)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; expected one of {self.metadata['render_modes']}")
         self.render_mode = render_mode
@@ -203,6 +204,7 @@ class MLEEnv(gym.Env[str, dict]):
             "paths": paths.as_dict(),
             "submission_path": self.submission_path,
             "data": self.config.data,
+            "version": self.config.version,
             "sample_data": self.dataset.sample_data,
             "tools": list(TOOL_NAMES),
             "max_steps": self.config.max_steps,
@@ -226,7 +228,7 @@ class MLEEnv(gym.Env[str, dict]):
         if not isinstance(name, str):
             raise ResetOptionError(f"reset(options={{'competition': ...}}) takes a competition id or alias (str), "
                                    f"got {type(name).__name__}")
-        competition = get_competition(name)
+        competition = get_competition(name).for_version(self.config.version)
         if competition.id == self.competition.id:
             return
         # A new competition is new data in the sandbox: the old sandbox goes, one with the same

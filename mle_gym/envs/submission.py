@@ -48,23 +48,28 @@ class SubmissionService:
                 return None, f"{path}: no such file; write your predictions there first"
             if fetched.problem is not None:
                 return False, f"{fetched.problem}; write a regular CSV file there"
-            return validate_isolated(self.competition.id, host, self.dataset.private, self.limits)
+            return validate_isolated(self.competition.id, host, self.dataset.private, self.limits,
+                                     version=self.competition.version)
 
     def grade(self, path: str | None) -> GradeReport:
         """The grade of the file at `path` (None: nothing was submitted)."""
         comp = self.competition
         sample = self.dataset.sample_data
+        version = comp.version
         with tempfile.TemporaryDirectory(prefix="mle-gym-grade-") as tmp:
             host = Path(tmp) / "submission.csv"
             if path is None:
-                return grade_isolated(comp.id, None, self.dataset.private, sample_data=sample, limits=self.limits)
+                return grade_isolated(comp.id, None, self.dataset.private, sample_data=sample, limits=self.limits,
+                                      version=version)
             if (problem := _not_csv(path)) is not None:
                 return invalid_report(comp.id, comp.leaderboard, sample_data=sample,
                                       reason=f"the submission was not graded: {problem}")
             fetched = self.sandbox.fetch_file(path, host, max_bytes=self.max_bytes)
             if not fetched.found:
-                return grade_isolated(comp.id, None, self.dataset.private, sample_data=sample, limits=self.limits)
+                return grade_isolated(comp.id, None, self.dataset.private, sample_data=sample, limits=self.limits,
+                                      version=version)
             if fetched.problem is not None:
                 return invalid_report(comp.id, comp.leaderboard, sample_data=sample,
                                       reason=f"the submission was not graded: {fetched.problem}")
-            return grade_isolated(comp.id, host, self.dataset.private, sample_data=sample, limits=self.limits)
+            return grade_isolated(comp.id, host, self.dataset.private, sample_data=sample, limits=self.limits,
+                                  version=version)
