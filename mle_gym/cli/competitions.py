@@ -35,8 +35,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
     comps = list_competitions()
     if args.all:
         packaged = {c.id for c in comps}
+        by_id = {c.id: c for c in comps}
         rows = [
-            (cid, "-", fig.complexity, fig.metric, "ready" if cid in packaged else "figures only")
+            (cid, "-", fig.complexity, fig.metric, ",".join(by_id[cid].tags) if cid in by_id else "-",
+             "ready" if cid in packaged else "figures only")
             for cid, fig in sorted(list_figures().items())
         ]
     else:
@@ -46,13 +48,15 @@ def _cmd_list(args: argparse.Namespace) -> int:
             marker = read_marker(found.root) if found is not None else None
             kaggle = ("not prepared" if marker is None
                       else "prepared, verified" if marker.get("verified") else "prepared, not verified")
-            rows.append((comp.id, comp.alias, comp.figures.complexity, comp.metadata.metric, f"ready; kaggle data {kaggle}"))
+            rows.append((comp.id, comp.alias, comp.figures.complexity, comp.metadata.metric, ",".join(comp.tags) or "-",
+                         f"ready; kaggle data {kaggle}"))
     if args.json:
-        keys = ("id", "alias", "complexity", "metric", "state")
+        keys = ("id", "alias", "complexity", "metric", "tags", "state")
         print(json.dumps([dict(zip(keys, row)) for row in rows], indent=1))
         return 0
-    widths = [max(len(str(r[i])) for r in rows + [("id", "alias", "split", "metric", "state")]) for i in range(5)]
-    for row in [("id", "alias", "split", "metric", "state"), *rows]:
+    head = ("id", "alias", "split", "metric", "tags", "state")
+    widths = [max(len(str(r[i])) for r in [*rows, head]) for i in range(len(head))]
+    for row in [head, *rows]:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
     return 0
 
@@ -97,7 +101,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 print(f"{comp.id}: MLE-bench's task text (commit {pinned_commit()[:7]}) in {text.folder}",
                       file=sys.stderr)
             result = prepare_kaggle(
-                comp, root=root, keep_raw=not args.drop_raw, verify=not args.no_verify, force=args.force,
+                comp.for_version(args.version), root=root, keep_raw=not args.drop_raw, verify=not args.no_verify, force=args.force,
                 checksums_file=args.checksums, retries=args.retries, quiet=args.quiet, report=report,
             )
             if args.mlebench_text:
@@ -169,6 +173,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--text-checksums", type=Path, default=None, metavar="FILE",
                    help="SHA-256s of MLE-bench's text files (format of competitions/mlebench_text.json) to use "
                         "instead of the carried ones")
+    p.add_argument("--version", choices=["v1", "fixed"], default="v1",
+                   help="v1 (default): MLE-bench as published; fixed: its known leaks and prepare bugs repaired "
+                        "(docs/fidelity.md, \"Task version `fixed`\"); the two are prepared into separate folders")
     p.set_defaults(func=_cmd_prepare)
 
     p = sub.add_parser("new", help="start a competition folder (metadata from MLE-bench's figures, the protocol's "
