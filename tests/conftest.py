@@ -7,11 +7,18 @@ with MLE_GYM_REQUIRE_DOCKER=1 (CI sets it) those skips become failures.
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 import pytest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "mlebench"
+
+# Everything this test run makes on the daemon carries this run label (containers and data images,
+# also those made by the CLI subprocesses the tests start, which inherit the variable), so the leak
+# check and the cleanup below touch only this run's own: never a user's live episodes or another
+# test run's images on the same daemon. CI passes its own label (see .ci/run).
+RUN_LABEL = os.environ.setdefault("MLE_GYM_RUN_LABEL", f"pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture(scope="session")
@@ -24,7 +31,7 @@ def _isolated_data_root(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("MLE_GYM_DATA", str(data_root))
 
 
-IMAGE = os.environ.get("MLE_GYM_TEST_IMAGE", "mle-gym:latest")
+IMAGE = os.environ.get("MLE_GYM_TEST_IMAGE", "mle-gym:slim")
 
 
 def docker_problem() -> str | None:
@@ -44,7 +51,8 @@ def docker_problem() -> str | None:
         try:
             client.images.get(IMAGE)
         except docker.errors.ImageNotFound:
-            return f"the image {IMAGE!r} is missing; build it with `mle-gym image build --offline`"
+            return (f"the image {IMAGE!r} is missing; build it with `mle-gym image build --offline --profile slim` "
+                    "(a few minutes; `bash scripts/install.sh` does it)")
     finally:
         client.close()
     return None
@@ -71,9 +79,10 @@ def docker_image(_docker_problem: str | None) -> str:
 
 def our_containers() -> list[str]:
     """Names of the labelled containers this test process made (running or not)."""
-    from mle_gym.sandbox.docker import LABEL_PID, list_containers
+    from mle_gym.sandbox.docker import LABEL_PID, LABEL_RUN, list_containers
 
-    return sorted(c.name for c in list_containers() if c.labels.get(LABEL_PID) == str(os.getpid()))
+    return sorted(c.name for c in list_containers()
+                  if c.labels.get(LABEL_PID) == str(os.getpid()) and c.labels.get(LABEL_RUN) == RUN_LABEL)
 
 
 @pytest.fixture(scope="session")
@@ -84,22 +93,12 @@ def containers_of_this_run():
 
 @pytest.fixture(scope="session", autouse=True)
 def _no_leaked_containers(_docker_problem: str | None):
-    """After the whole run, no container made by this process may be left; the data images it built go."""
-    before = _data_images() if _docker_problem is None else set()
+    """After the whole run, no container made by this process may be left; the data images it built go
+    (only those carrying this run's label: another process's, even one built meanwhile, stay)."""
     yield
     if _docker_problem is None:
         leaked = our_containers()
         from mle_gym.sandbox.docker import gc_data_images
 
-        gc_data_images(older_than_s=0, keep=before)  # the data images of this run's throwaway datasets
+        gc_data_images(older_than_s=0, only_run=RUN_LABEL)  # the data images of this run's throwaway datasets
         assert not leaked, f"containers leaked by this test run: {leaked}"
-
-
-def _data_images() -> set[str]:
-    import docker
-
-    client = docker.from_env()
-    try:
-        return {tag for image in client.images.list(name="mle-gym-data") for tag in image.tags}
-    finally:
-        client.close()

@@ -29,8 +29,8 @@ def _cmd_image_info(args: argparse.Namespace) -> int:
         print(json.dumps([image.model_dump() for image in images], indent=1))
         return 0
     if not images:
-        print("no mle-gym images; build one with `mle-gym image build --offline` (add `--profile slim` for the "
-              "small one)", file=sys.stderr)
+        print("no mle-gym images; build one with `mle-gym image build --offline --profile slim` (a few minutes) "
+              "or `--profile full` (MLE-bench's package set, about an hour)", file=sys.stderr)
         return 0
     for image in images:
         size = f"{image.size_bytes / 1e9:.1f} GB"
@@ -63,10 +63,10 @@ def _cmd_gc(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("image", help="build the sandbox image, or list the ones built")
     image_sub = p.add_subparsers(dest="image_command", metavar="ACTION")
-    b = image_sub.add_parser("build", help="build mle-gym:latest (online from the GPU Dockerfile, or --offline)")
+    b = image_sub.add_parser("build", help="build mle-gym:PROFILE (online from the GPU Dockerfile, or --offline)")
     b.add_argument("--offline", action="store_true",
                    help="debootstrap a Debian root filesystem and docker-import it: no registry needed")
-    b.add_argument("--tag", default="mle-gym:latest")
+    b.add_argument("--tag", default=None, help="the image's tag (default: mle-gym:full or mle-gym:slim, by profile)")
     b.add_argument("--profile", choices=["full", "slim"], default="full",
                    help="full (default): MLE-bench's agent package set (PyTorch, TensorFlow, LightGBM, ...) from PyPI, "
                         "about 30 GB of disk while building; slim: numpy, pandas, scikit-learn and pillow from Debian "

@@ -90,7 +90,7 @@ def test_config_rejects_unknown_and_malformed_options() -> None:
     assert DockerSandboxConfig(gpus=[]).gpus is None
     assert DockerSandboxConfig(gpus=[0, "GPU-abc"]).gpus == [0, "GPU-abc"]
     defaults = DockerSandboxConfig()
-    assert (defaults.network, defaults.gpus, defaults.image) == ("none", "auto", "mle-gym:latest")
+    assert (defaults.network, defaults.gpus, defaults.image) == ("none", "auto", "auto")
 
 
 def test_no_daemon_names_the_cause_and_the_local_alternative(
@@ -361,15 +361,16 @@ def test_gc_removes_labelled_containers_of_dead_processes(docker_image: str) -> 
 
     import docker as docker_sdk
 
-    from mle_gym.sandbox.docker import LABEL, LABEL_HOST, LABEL_PID
+    from mle_gym.sandbox.docker import LABEL, LABEL_HOST, LABEL_PID, LABEL_RUN
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True).stdout.strip()
     client = docker_sdk.from_env()
     stray = client.containers.run(docker_image, ["sleep", "infinity"], detach=True, name=f"mle-gym-stray-{dead}",
-                                  labels={LABEL: "1", LABEL_PID: dead, LABEL_HOST: socket.gethostname()})
+                                  labels={LABEL: "1", LABEL_PID: dead, LABEL_HOST: socket.gethostname(),
+                                          LABEL_RUN: os.environ["MLE_GYM_RUN_LABEL"]})
     try:
-        assert stray.name in gc_containers()
+        assert stray.name in gc_containers(only_run=os.environ["MLE_GYM_RUN_LABEL"])  # this run's alone
         assert stray.name not in [c.name for c in list_containers()]
     finally:
         try:
@@ -400,7 +401,7 @@ def test_gc_removes_unused_data_images_and_keeps_used_ones(tmp_path: Path, make_
         unused.close()
         used_tag = used.describe()["data_image"]
         assert used_tag != unused_tag
-        removed = gc_data_images(older_than_s=0)
+        removed = gc_data_images(older_than_s=0, only_run=os.environ["MLE_GYM_RUN_LABEL"])  # never others' images
         assert unused_tag in removed and used_tag not in removed
         tags = {tag for image in client.images.list(name="mle-gym-data") for tag in image.tags}
         assert used_tag in tags and unused_tag not in tags

@@ -16,7 +16,9 @@ from mle_gym.sandbox.docker.client import (
     LABEL_HOST,
     LABEL_PID,
     LABEL_PID_START,
+    LABEL_RUN,
     NAME_PREFIX,
+    RUN_LABEL_ENV,
     _connect,
     shared_client,
 )
@@ -28,7 +30,7 @@ from mle_gym.sandbox.docker.gpus import gpu_device_requests
 
 __all__ = [
     "CONTAINER_PATHS", "DATA_REPO", "LABEL", "LABEL_CREATED", "LABEL_DATA", "LABEL_HOST", "LABEL_PID",
-    "LABEL_PID_START", "NAME_PREFIX", "DockerSandbox", "DockerSandboxConfig", "_OPEN", "_connect",
+    "LABEL_PID_START", "LABEL_RUN", "RUN_LABEL_ENV", "NAME_PREFIX", "DockerSandbox", "DockerSandboxConfig", "_OPEN", "_connect",
     "data_fingerprint", "ensure_data_image", "gc_containers", "gc_data_images", "gpu_device_requests",
     "list_containers", "shared_client",
 ]

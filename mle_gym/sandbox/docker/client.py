@@ -21,6 +21,10 @@ LABEL_PID_START = "mle-gym.pid-start"
 LABEL_HOST = "mle-gym.host"
 LABEL_CREATED = "mle-gym.created"
 LABEL_DATA = "mle-gym.data"
+LABEL_RUN = "mle-gym.run"
+"""A label a test run or CI job gives everything it makes (`MLE_GYM_RUN_LABEL`), so that its checks and
+cleanups touch only its own containers and images, never a user's live episodes on the same daemon."""
+RUN_LABEL_ENV = "MLE_GYM_RUN_LABEL"
 NAME_PREFIX = "mle-gym-"
 DATA_REPO = "mle-gym-data"
 
@@ -60,3 +64,9 @@ def shared_client(timeout_s: float = 60.0) -> docker.DockerClient:
             client = _connect(timeout_s, pool_size=64)  # episodes, spares and removals call at once
             _CLIENTS[key] = client
         return client
+
+
+def run_labels() -> dict[str, str]:
+    """`{LABEL_RUN: value}` when this process runs under a run label (`MLE_GYM_RUN_LABEL`), else {}."""
+    value = os.environ.get(RUN_LABEL_ENV, "")
+    return {LABEL_RUN: value} if value else {}

@@ -22,8 +22,10 @@ class DockerSandboxConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    image: str = "mle-gym:latest"
-    """Image to run; build it with `mle-gym image build --offline` (or without --offline)."""
+    image: str = "auto"
+    """Image to run. "auto": the first of mle-gym:full, mle-gym:slim (and a pre-0.1.1 mle-gym:latest)
+    that is present; `info["sandbox"]["image"]` says which ran. Build one with
+    `mle-gym image build --offline --profile slim` (minutes) or `--profile full` (about an hour)."""
     cpus: float | None = Field(default=None, gt=0)
     """CPU limit in cores. None: no hard cap; the kernel still shares CPUs fairly between
     containers (equal CPU shares), so one busy episode cannot starve the others."""

@@ -65,12 +65,13 @@ from mle_gym.sandbox.docker.client import (
     LABEL_PID,
     LABEL_PID_START,
     NAME_PREFIX,
+    run_labels,
     shared_client,
 )
 from mle_gym.sandbox.docker.config import DockerSandboxConfig
 from mle_gym.sandbox.docker.data_images import ensure_data_image
 from mle_gym.sandbox.docker.gpus import GPULease, gpu_device_requests
-from mle_gym.sandbox.docker.image import MANIFEST_PATH
+from mle_gym.sandbox.docker.image import DEFAULT_IMAGES, MANIFEST_PATH
 from mle_gym.sandbox.inside import InsideSandbox, LimitBreached
 from mle_gym.sandbox.owners import process_start_ticks
 from mle_gym.units import parse_size
@@ -127,6 +128,7 @@ class DockerSandbox(InsideSandbox):
         self.paths = CONTAINER_PATHS
         self._client: docker.DockerClient | None = None
         self._image_id: str | None = None
+        self._image: str = self.config.image  # the image that runs: "auto" resolved in _prepare
         self._data_image: str | None = None
         self._agent_spec: str | None = None
         self._writable: list[str] = []
@@ -215,18 +217,26 @@ class DockerSandbox(InsideSandbox):
                 "competition's public folder (prepare the competition first)."
             )
         client = shared_client(cfg.start_timeout_s)
-        try:
-            self._image_id = client.images.get(cfg.image).id
-        except docker.errors.ImageNotFound:
+        candidates = DEFAULT_IMAGES if cfg.image == "auto" else (cfg.image,)
+        for candidate in candidates:
+            try:
+                self._image_id = client.images.get(candidate).id
+            except docker.errors.ImageNotFound:
+                continue
+            except _DOCKER_ERRORS as exc:
+                raise DockerUnavailableError(f"could not look up image {candidate!r} in the Docker daemon: {exc}") from exc
+            self._image = candidate
+            break
+        else:
+            wanted = " or ".join(repr(c) for c in candidates[:2]) if cfg.image == "auto" else repr(cfg.image)
             raise ImageNotFoundError(
-                f"the sandbox image {cfg.image!r} is not in the local Docker engine. Build it with "
-                "`mle-gym image build --offline` (no registry needed) or `mle-gym image build` "
-                "(GPU image, needs internet), or pass image=... naming an image you have."
-            ) from None
-        except _DOCKER_ERRORS as exc:
-            raise DockerUnavailableError(f"could not look up image {cfg.image!r} in the Docker daemon: {exc}") from exc
+                f"the sandbox image {wanted} is not in the local Docker engine. Build one with "
+                "`mle-gym image build --offline --profile slim` (a few minutes, no registry needed; what the tests "
+                "use) or `--profile full` (MLE-bench's package set, about an hour), or pass image=... naming an "
+                "image you have."
+            )
         self._device_requests, _ = self._resolve_gpus(client)
-        self._data_image = ensure_data_image(client, cfg.image, self._image_id, self._data_dir)
+        self._data_image = ensure_data_image(client, self._image, self._image_id, self._data_dir)
         self._client = client
         _OPEN.add(self)
 
@@ -243,7 +253,7 @@ class DockerSandbox(InsideSandbox):
             raise SandboxStartError(
                 f"{exc}, twice. On a machine busy starting many containers at once, raise start_timeout_s "
                 f"(now {self.config.start_timeout_s:g} s) or start fewer at a time; otherwise check that the image "
-                f"{self.config.image!r} has `python3` and `bash` (rebuild it with `mle-gym image build --offline`)."
+                f"{self._image!r} has `python3` and `bash` (rebuild it with `mle-gym image build --offline`)."
             ) from exc
 
     def _make_box_once(self) -> _Box:
@@ -258,6 +268,7 @@ class DockerSandbox(InsideSandbox):
             LABEL_PID_START: process_start_ticks(os.getpid()) or "",
             LABEL_HOST: socket.gethostname(),
             LABEL_CREATED: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            **run_labels(),
         }
         # The writable folders are anonymous volumes of this container alone (populated from the
         # image, so owned by the agent; removed with the container): plain host file system
@@ -306,7 +317,7 @@ class DockerSandbox(InsideSandbox):
                     f"the container could not get the GPUs asked for (gpus={cfg.gpus!r}): {text}. "
                     "Check `nvidia-smi` on the host and nvidia-container-toolkit, or pass gpus=None."
                 ) from exc
-            raise SandboxStartError(f"Docker could not start a container from {cfg.image!r}: {text}") from exc
+            raise SandboxStartError(f"Docker could not start a container from {self._image!r}: {text}") from exc
         except _DOCKER_ERRORS as exc:
             if box is not None:
                 self._remove_box(box)
@@ -342,14 +353,14 @@ class DockerSandbox(InsideSandbox):
         lines = out.decode("utf-8", "replace").split()
         if code != 0 or len(lines) < 2 or not (lines[0].isdigit() and lines[1].isdigit()):
             raise SandboxStartError(
-                f"the image {cfg.image!r} has no user {cfg.agent_user!r} (or no `sh`/`id`) "
+                f"the image {self._image!r} has no user {cfg.agent_user!r} (or no `sh`/`id`) "
                 f"(probe exited {code}: {out[-300:]!r}). Rebuild it with `mle-gym image build "
                 "--offline`, or set agent_user= to a user the image has."
             )
         uid, gid = int(lines[0]), int(lines[1])
         if uid == 0:
             raise SandboxStartError(
-                f"agent_user={cfg.agent_user!r} is root in {cfg.image!r}; the agent must not be root "
+                f"agent_user={cfg.agent_user!r} is root in {self._image!r}; the agent must not be root "
                 "(it could then change the data and the helper). Name a non-root user of the image.")
         self._gpus_got = [line.rsplit("nvidia", 1)[-1] for line in lines[2:] if line.startswith("/dev/nvidia")]
         self._agent_spec = f"{uid}:{gid}"
@@ -605,7 +616,8 @@ class DockerSandbox(InsideSandbox):
         return {
             "backend": "docker",
             "isolation": "container",
-            "image": cfg.image,
+            "image": self._image,
+            "image_requested": cfg.image,
             "image_id": self._image_id,
             "image_profile": self._manifest.get("profile"),
             "data_image": self._data_image,

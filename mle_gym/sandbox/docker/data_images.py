@@ -25,6 +25,7 @@ from mle_gym.sandbox.docker.client import (
     CONTAINER_PATHS,
     DATA_REPO,
     LABEL_DATA,
+    run_labels,
 )
 
 # -- the data image ----------------------------------------------------------------------
@@ -75,7 +76,7 @@ def ensure_data_image(client: docker.DockerClient, base_image: str, base_image_i
             context.seek(0)
             try:
                 for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
-                                              decode=True, labels={LABEL_DATA: fingerprint}):
+                                              decode=True, labels={LABEL_DATA: fingerprint, **run_labels()}):
                     if "error" in chunk:
                         raise SandboxStartError(
                             f"building the data image {tag} from {data_dir} failed: {chunk['error'].strip()}. "

@@ -22,6 +22,7 @@ from mle_gym.sandbox.docker.client import (
     LABEL_HOST,
     LABEL_PID,
     LABEL_PID_START,
+    LABEL_RUN,
     _connect,
 )
 from mle_gym.sandbox.owners import pid_alive
@@ -42,11 +43,12 @@ def list_containers(client: docker.DockerClient | None = None) -> list[Any]:
             client.close()
 
 
-def gc_containers(all_: bool = False) -> list[str]:
+def gc_containers(all_: bool = False, *, only_run: str | None = None) -> list[str]:
     """Remove leftover mle-gym containers; return their names.
 
     By default only containers made on this host by a process that no longer runs; with
-    `all_`, every container with mle-gym's label (also those of running episodes).
+    `all_`, every container with mle-gym's label (also those of running episodes). With
+    `only_run`, only containers carrying that run label (`MLE_GYM_RUN_LABEL`): a test run's own.
     """
     client = _connect()
     removed: list[str] = []
@@ -54,6 +56,8 @@ def gc_containers(all_: bool = False) -> list[str]:
     try:
         for container in list_containers(client):
             labels = container.labels or {}
+            if only_run is not None and labels.get(LABEL_RUN) != only_run:
+                continue
             if not all_:
                 pid_text = labels.get(LABEL_PID, "")
                 if labels.get(LABEL_HOST) != here or not pid_text.isdigit():
@@ -73,8 +77,10 @@ def gc_containers(all_: bool = False) -> list[str]:
     return removed
 
 
-def gc_data_images(*, older_than_s: float = 7 * 24 * 3600, keep: set[str] | None = None) -> list[str]:
-    """Remove data images (`mle-gym-data:*`) no container uses, built more than `older_than_s` ago.
+def gc_data_images(*, older_than_s: float = 7 * 24 * 3600, keep: set[str] | None = None,
+                   only_run: str | None = None) -> list[str]:
+    """Remove data images (`mle-gym-data:*`) no container uses, built more than `older_than_s` ago;
+    with `only_run`, only those built under that run label (a test run's own, never another process's).
 
     A data image is a copy of a prepared public folder; a new one is built when the folder or the
     sandbox image changes, so old ones only take disk. Returns the removed tags.
@@ -86,6 +92,8 @@ def gc_data_images(*, older_than_s: float = 7 * 24 * 3600, keep: set[str] | None
         now = time.time()
         for image in client.images.list(name=DATA_REPO):
             if image.id in in_use or set(image.tags) & (keep or set()):
+                continue
+            if only_run is not None and (image.labels or {}).get(LABEL_RUN) != only_run:
                 continue
             created = _dt.datetime.fromisoformat(image.attrs["Created"][:19]).replace(tzinfo=_dt.timezone.utc)
             if now - created.timestamp() < older_than_s:

@@ -42,7 +42,12 @@ from mle_gym.errors import DockerUnavailableError, SandboxError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TAG = "mle-gym:latest"
+# Each profile builds its own tag, so building one never replaces the other. The env's default
+# image ("auto") is the first of DEFAULT_IMAGES present; mle-gym:latest is what builds before
+# 0.1.1 made, kept last so an old install still runs.
+PROFILE_TAGS = {"full": "mle-gym:full", "slim": "mle-gym:slim"}
+DEFAULT_IMAGES = ("mle-gym:full", "mle-gym:slim", "mle-gym:latest")
+DEFAULT_TAG = PROFILE_TAGS["slim"]
 BASE_TAG = "mle-gym-base:bookworm"
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -84,8 +89,12 @@ def _docker_cli() -> str:
 
 
 def _run(argv: Sequence[str], *, what: str, remedy: str, stdin: int | None = None,
-         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+         env: dict[str, str] | None = None,
+         on_line: Callable[[str], None] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a build step; with `on_line`, its output (stdout and stderr together) is streamed to it line by line."""
     log.info("running: %s", " ".join(argv))
+    if on_line is not None:
+        return _run_streaming(argv, what=what, remedy=remedy, stdin=stdin, env=env, on_line=on_line)
     try:
         proc = subprocess.run(list(argv), stdin=stdin, capture_output=True, text=True, env=env, check=False)
     except OSError as exc:
@@ -94,6 +103,26 @@ def _run(argv: Sequence[str], *, what: str, remedy: str, stdin: int | None = Non
         detail = (proc.stderr or proc.stdout or "").strip()[-2000:]
         raise ImageBuildError(f"{what}: `{' '.join(argv[:3])} ...` exited with {proc.returncode}: {detail}. {remedy}")
     return proc
+
+
+def _run_streaming(argv: Sequence[str], *, what: str, remedy: str, stdin: int | None,
+                   env: dict[str, str] | None, on_line: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
+    tail: list[str] = []
+    try:
+        proc = subprocess.Popen(list(argv), stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env, bufsize=1, errors="replace")
+    except OSError as exc:
+        raise ImageBuildError(f"{what}: could not run {argv[0]!r} ({exc}). {remedy}") from exc
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        line = line.rstrip("\n")
+        tail = (tail + [line])[-40:]
+        on_line(line)
+    code = proc.wait()
+    output = "\n".join(tail)
+    if code != 0:
+        raise ImageBuildError(f"{what}: `{' '.join(argv[:3])} ...` exited with {code}: {output[-2000:]}. {remedy}")
+    return subprocess.CompletedProcess(list(argv), code, output, "")
 
 
 def image_exists(tag: str = DEFAULT_TAG) -> bool:
@@ -161,6 +190,7 @@ def _find_debootstrap() -> str | None:
 
 def make_rootfs_tarball(
     dest: Path, *, packages: Sequence[str] = BASE_PACKAGES, suite: str = SUITE, mirror: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
     """Run debootstrap into a temporary folder and pack the result as an uncompressed tarball at `dest`."""
     debootstrap = _find_debootstrap()
@@ -186,6 +216,11 @@ def make_rootfs_tarball(
             what=f"debootstrap of Debian {suite} from {mirror}",
             remedy=("Check that this machine reaches the mirror (or pass another with mirror=...), "
                     "and see debootstrap's log in the root filesystem's debootstrap/debootstrap.log."),
+            # debootstrap's stage lines ("I: Retrieving ...", "I: Installing core packages...") are the
+            # progress of its minutes-long run; its other output stays in the error message's tail.
+            on_line=(lambda line: _say(progress, "debootstrap: " + line[3:])
+                     if line.startswith("I: ") and not line.startswith("I: Validating") else None)
+            if progress is not None else None,
         )
         # Package caches are dead weight in the image.
         for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
@@ -381,7 +416,7 @@ def _stream_build(argv: Sequence[str], *, what: str, remedy: str, progress: Call
 
 def build_image(
     offline: bool,
-    tag: str = DEFAULT_TAG,
+    tag: str | None = None,
     *,
     profile: str = "full",
     cache_dir: Path | None = None,
@@ -404,6 +439,7 @@ def build_image(
     """
     if profile not in PROFILES:
         raise ImageBuildError(f"unknown image profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    tag = tag or PROFILE_TAGS[profile]
     docker = _docker_cli()
     need = FULL_DISK_GB if profile == "full" else SLIM_DISK_GB
     free, where = check_disk(need)
@@ -474,7 +510,7 @@ def _ensure_offline_base(docker: str, base_tag: str, cache_dir: Path, mirror: st
     tarball = rootfs_tarball_path(cache_dir, packages, SUITE, mirror)
     if rebuild or not tarball.is_file():
         _say(progress, f"debootstrap of Debian {SUITE} ({len(packages)} packages with their dependencies) from {mirror}")
-        make_rootfs_tarball(tarball, packages=packages, mirror=mirror)
+        make_rootfs_tarball(tarball, packages=packages, mirror=mirror, progress=progress)
     else:
         _say(progress, f"using the cached root filesystem {tarball}")
     _say(progress, f"importing the root filesystem as {base_tag}")
