@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 RewardMode = Literal["medal", "any_medal", "percentile"]
 PromptKind = Literal["own", "mlebench"]
@@ -68,3 +69,23 @@ class EnvConfig(BaseModel):
         opts = {k: getattr(self, k) for k in keys if getattr(self, k) is not None or k in always}
         opts.update(self.sandbox_options)
         return opts
+
+
+def make_config(competition: str, options: dict[str, Any]) -> EnvConfig:
+    """EnvConfig for `gym.make(id, **options)`; an unknown option or a bad value raises EnvOptionError
+    naming the option, what it got and, for a near miss, the option that was probably meant."""
+    from mle_gym.errors import EnvOptionError
+
+    fields = sorted(set(EnvConfig.model_fields) - {"competition"})
+    for key in options:
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise EnvOptionError(f"gym.make: {key!r} is not an option of mle-gym's env{hint} "
+                                 f"The options: {', '.join(fields)}.")
+    try:
+        return EnvConfig(competition=competition, **options)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r:.80})"
+                             for e in exc.errors())
+        raise EnvOptionError(f"gym.make: invalid option value(s): {problems}") from None

@@ -103,3 +103,7 @@ class TrajectoryError(MLEGymError, ValueError):
 
 class ResetOptionError(MLEGymError, ValueError):
     """reset() was given an option it does not know, or a bad value for one it knows."""
+
+
+class EnvOptionError(MLEGymError, ValueError):
+    """`gym.make` got an option it does not know, or a value the option cannot take."""

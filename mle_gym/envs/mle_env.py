@@ -13,8 +13,8 @@ import gymnasium as gym
 from mle_gym.competitions import Competition, get_competition
 from mle_gym.competitions.datasets import Dataset, data_root, load_dataset
 from mle_gym.competitions.mlebench_text import MLEBenchText, load_mlebench_text
-from mle_gym.config import EnvConfig
-from mle_gym.envs.prompt import build_mlebench_prompt, build_prompt
+from mle_gym.config import make_config
+from mle_gym.envs.prompt import build_mlebench_prompt, build_prompt, hardware_of
 from mle_gym.envs.spaces import TextObservation, ToolCallSpace
 from mle_gym.envs.submission import SubmissionService
 from mle_gym.errors import CompetitionNotFoundError, EpisodeEndedError, ResetOptionError, SandboxPathError
@@ -101,7 +101,7 @@ class MLEEnv(gym.Env[str, dict]):
                 raise CompetitionNotFoundError(f"the split {competition.removeprefix('split:')!r} has no packaged "
                                                "competition (`mle-gym list` shows what is packaged)")
             competition = self.split[0]
-        self.config = EnvConfig(competition=competition, **options)
+        self.config = make_config(competition, options)
         self.competition: Competition = get_competition(competition).for_version(self.config.version)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; expected one of {self.metadata['render_modes']}")
@@ -197,6 +197,7 @@ class MLEEnv(gym.Env[str, dict]):
                 time_limit_s=self.config.time_limit_s, command_timeout_s=self.config.command_timeout_s,
                 max_output_chars=self.config.max_output_chars, sample_data=self.dataset.sample_data,
                 isolation=described.get("isolation", "unknown"), installed=self.sandbox.image_manifest(),
+                hardware=hardware_of(described),
             )
         self._last_observation = prompt
         info = {

@@ -20,7 +20,7 @@ def _duration(seconds: float) -> str:
 def build_prompt(
     *, description: str, paths: dict[str, str], submission_path: str, max_steps: int, time_limit_s: float,
     command_timeout_s: float, max_output_chars: int, sample_data: bool, isolation: str,
-    installed: dict[str, Any] | None = None,
+    installed: dict[str, Any] | None = None, hardware: dict[str, Any] | None = None,
 ) -> str:
     """mle-gym's prompt. `installed` is the sandbox image's manifest (profile, Python version,
     distributions): the prompt lists what the image really holds, not a hand-written list."""
@@ -40,7 +40,7 @@ def build_prompt(
 - Logs: {paths["logs"]}
 - Your submission must be written to: {submission_path}
 
-{_installed_section(installed)}# Tools
+{_hardware_section(hardware)}{_installed_section(installed)}# Tools
 {tools}
 
 # Rules and budgets
@@ -56,6 +56,31 @@ def build_prompt(
 - Tool output longer than {max_output_chars:,} characters is cut to its head and tail; the full text is saved to a file.
 - Sandbox isolation: {isolation}.
 """
+
+
+def hardware_of(described: dict[str, Any]) -> dict[str, Any]:
+    """What the agent's sandbox may use, from the sandbox's description: CPUs, memory and GPUs (MLE-bench
+    tells its agents the hardware too). Limits not set are the host's (os.cpu_count, physical memory)."""
+    import os
+
+    try:
+        host_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        host_memory = None
+    return {"cpus": described.get("cpus") or os.cpu_count(), "memory_bytes": described.get("memory_bytes") or host_memory,
+            "gpus": list(described.get("gpus") or [])}
+
+
+def _hardware_section(hardware: dict[str, Any] | None) -> str:
+    if not hardware:
+        return ""
+    cpus = hardware.get("cpus")
+    memory = hardware.get("memory_bytes")
+    gpus = hardware.get("gpus") or []
+    lines = [f"- CPUs: {cpus:g}" if isinstance(cpus, (int, float)) else "- CPUs: unknown",
+             f"- Memory: {memory / 2**30:.1f} GiB" if memory else "- Memory: unknown",
+             f"- GPUs: {len(gpus)} ({', '.join(map(str, gpus))})" if gpus else "- GPUs: none"]
+    return "# Hardware\n" + "\n".join(lines) + "\n\n"
 
 
 def _installed_section(manifest: dict[str, Any] | None) -> str:
