@@ -6,11 +6,13 @@ import argparse
 import json
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from mle_gym.errors import MLEGymError
+from mle_gym.records.reader import reading
 from mle_gym.records.trajectory import (
     StepRecord,
     Trajectory,
@@ -54,7 +56,7 @@ def _describe_call(step: StepRecord, max_chars: int) -> str:
         return f"INVALID ({error.get('type', 'unparsed')}): {_clip(raw, max_chars)}"
     args = call.get("arguments") or {}
     if call.get("name") == "bash" and set(args) <= {"command", "timeout_s"}:
-        extra = f"  [timeout {args['timeout_s']:g} s]" if args.get("timeout_s") else ""
+        extra = f"  [timeout {args['timeout_s']} s]" if args.get("timeout_s") else ""
         return f"bash $ {_clip(args.get('command', ''), max_chars)}{extra}"
     if call.get("name") == "write_file":
         content = args.get("content", "")
@@ -161,7 +163,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
     for i, path in enumerate(args.trajectories):
         if i:
             print("\n" + "=" * 80 + "\n")
-        text = format_transcript(load_trajectory(path), max_chars=args.max_chars, prompt=args.prompt)
+        traj = load_trajectory(path)
+        with reading(path):
+            text = format_transcript(traj, max_chars=args.max_chars, prompt=args.prompt)
         print(terminal_safe(text))
     return 0
 
@@ -212,16 +216,24 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inside(file: Path, folder: Path) -> bool:
+    try:
+        file.resolve().relative_to(folder.resolve())
+    except (ValueError, OSError):
+        print(f"mle-gym export: skipping {file}: it leads out of {folder}", file=sys.stderr)
+        return False
+    return True
+
+
 def _expand(paths: list[str]) -> list[str]:
     """Trajectory files, with a run folder (or its trajectories/ folder) standing for every file in it."""
-    from pathlib import Path
-
     out: list[str] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
             folder = path / "trajectories" if (path / "trajectories").is_dir() else path
-            out += sorted(str(f) for f in folder.glob("*.jsonl"))
+            # A link in the folder to a file elsewhere is not part of the run: skipped, as the viewer does.
+            out += sorted(str(f) for f in folder.glob("*.jsonl") if _inside(f, path))
         else:
             out.append(p)
     return out
