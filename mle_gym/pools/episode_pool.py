@@ -33,6 +33,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from mle_gym.envs.host_memory import check_total, is_auto, memory_share
 from mle_gym.errors import MLEGymError
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,26 @@ log = logging.getLogger(__name__)
 
 class EpisodeBusyError(MLEGymError, RuntimeError):
     """A call reached an environment whose previous call has not returned yet."""
+
+
+def share_host_memory(env_options: dict[str, Any], n: int, *, where: str) -> dict[str, Any]:
+    """`env_options` for one of `n` Docker episodes run together on this machine: memory unset or "auto"
+    becomes its share (`memory_share(n)`); an explicit limit that n episodes could not all have at once
+    raises HostMemoryError. Options of the local backend are returned as they are."""
+    options = dict(env_options)
+    if options.get("sandbox", "docker") != "docker":
+        return options
+    extra = dict(options.get("sandbox_options") or {})
+    if "memory" in extra:  # the backend's own option wins over the env's
+        if extra["memory"] == "auto":
+            options["sandbox_options"] = {**extra, "memory": memory_share(n)}
+        elif extra["memory"] is not None:  # None: no limit, as asked
+            check_total(str(extra["memory"]), n, where=where)
+    elif is_auto(options.get("memory")):
+        options["memory"] = memory_share(n)
+    else:
+        check_total(str(options["memory"]), n, where=where)
+    return options
 
 
 class EpisodePool:
@@ -57,9 +78,14 @@ class EpisodePool:
 
     @classmethod
     def make(cls, env_id: str, n: int, *, max_workers: int | None = None, **kwargs: Any) -> EpisodePool:
-        """A pool of `n` copies of `gym.make(env_id, **kwargs)`, made lazily on first reset."""
+        """A pool of `n` copies of `gym.make(env_id, **kwargs)`, made lazily on first reset.
+
+        Docker episodes share this machine's memory: with `memory` unset (or "auto") each gets 1/n of
+        what one episode alone would (75% of the machine); an explicit `memory` that n episodes could
+        not all have at once raises HostMemoryError."""
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
+        kwargs = share_host_memory(kwargs, n, where=f"EpisodePool.make({env_id!r}, n={n})")
         return cls([functools.partial(gym.make, env_id, **kwargs) for _ in range(n)], max_workers=max_workers)
 
     def __len__(self) -> int:
