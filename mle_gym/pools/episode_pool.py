@@ -18,7 +18,8 @@ serialises them: each has its own sandbox, shell channel and grading call.
     await pool.aclose()
 
 One call at a time per environment: a second `step(i, ...)` while the first is in flight
-raises `EpisodeBusyError` (an env is not re-entrant). Closing closes every environment, in
+raises `EpisodeBusyError` (an env is not re-entrant). An mle-gym error out of an env reaches the
+caller with no host path in its message (the log has it whole; see `mle_gym.pools.messages`). Closing closes every environment, in
 parallel, and never raises; it also runs at interpreter exit through the envs' own cleanup.
 """
 
@@ -35,6 +36,7 @@ import gymnasium as gym
 
 from mle_gym.envs.host_memory import check_total, is_auto, memory_share
 from mle_gym.errors import MLEGymError
+from mle_gym.pools.messages import scrub_for_trainer
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +111,8 @@ class EpisodePool:
         try:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._executor, lambda: method(self.env(i)))
+        except MLEGymError as exc:  # the trainer gets it without host paths; the log keeps it whole
+            raise scrub_for_trainer(exc, f"EpisodePool episode {i}")
         finally:
             self._busy[i] = False
 

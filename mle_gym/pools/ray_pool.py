@@ -31,6 +31,7 @@ from typing import Any
 from mle_gym.envs.host_memory import HostMemoryError
 from mle_gym.errors import MLEGymError
 from mle_gym.pools.episode_pool import EpisodeBusyError, share_host_memory
+from mle_gym.pools.messages import scrub_for_trainer, without_host_paths
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,12 @@ def _ray() -> Any:
     except ImportError as exc:
         raise ImportError("RayEpisodePool needs Ray: pip install 'mle-gym[ray]'") from exc
     return ray
+
+
+def _cause(exc: BaseException) -> str:
+    """Ray's account of a lost actor, cut to its first line, without host paths."""
+    first = next((line for line in str(exc).splitlines() if line.strip()), "")
+    return without_host_paths(first)[:300]
 
 
 def _node_share(kwargs: dict[str, Any], resource: str | None) -> dict[str, Any]:
@@ -144,9 +151,17 @@ class RayEpisodePool:
         try:
             return await getattr(self._actors[i], method).remote(*args)
         except ray.exceptions.RayActorError as exc:
+            log.warning("the Ray actor of episode %d died", i, exc_info=exc)
             raise EpisodeActorDiedError(
                 f"the Ray actor of episode {i} died ({type(exc).__name__}); the episode is lost. Call "
-                f"restart({i}) for a new actor, then reset it. Cause: {str(exc)[:300]}") from exc
+                f"restart({i}) for a new actor, then reset it. Cause: {_cause(exc)}") from exc
+        except ray.exceptions.RayTaskError as exc:
+            # The env's own error, as raised in the actor: the trainer gets it as such (its type, for
+            # telling our faults from the agent's) without the remote traceback and its host paths.
+            cause = exc.cause if isinstance(getattr(exc, "cause", None), MLEGymError) else None
+            if cause is None:
+                raise
+            raise scrub_for_trainer(cause, f"RayEpisodePool episode {i}") from None
         finally:
             self._busy[i] = False
 
