@@ -96,3 +96,18 @@ def test_each_container_gets_its_share_of_the_node(local_ray: None, docker_image
                 client.close()
 
     assert asyncio.run(main()) == [memory_share_mib(4) * 2**20] * 2
+
+
+def test_an_env_error_in_an_actor_arrives_as_itself_without_host_paths(local_ray: None, data_root: Path) -> None:
+    from mle_gym.errors import DatasetNotPreparedError
+
+    async def main() -> None:
+        async with RayEpisodePool.make("mle/aerial-cactus", 1, data="kaggle", sandbox="local") as pool:
+            with pytest.raises(DatasetNotPreparedError) as info:
+                await pool.reset(0, seed=0)
+            message = str(info.value)
+            assert message.startswith("the Kaggle data of aerial-cactus-identification is not prepared under "
+                                      "<host path>;"), message
+            assert str(data_root) not in message and "File " not in message
+
+    asyncio.run(main())
