@@ -201,7 +201,10 @@ def resolve_memory(options: dict[str, Any], live: LiveEpisode | None) -> dict[st
             log.info("memory='auto': %d Docker episodes are alive on this machine; this one gets %s",
                      n, options["memory"])
     memory = options.get("memory")
-    mine = parse_size(memory) if memory is not None else None
+    try:
+        mine = parse_size(memory) if memory is not None else None
+    except (TypeError, ValueError):
+        return options  # not a size: the backend's config refuses it, with its own message
     if live is not None:
         live.set_limit(mine)
     total = host_memory_bytes()

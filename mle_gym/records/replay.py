@@ -166,6 +166,13 @@ def _compare_grades(recorded: dict[str, Any], replayed: dict[str, Any]) -> dict[
     }
 
 
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid
+        return "the current user"
+
+
 def _env_id(traj: Trajectory) -> str:
     """The registered mle-gym id the recording names (its env id, else its competition), or TrajectoryError."""
     from mle_gym.registry import ENTRY_POINT
@@ -239,7 +246,7 @@ def replay_trajectory(path: Path | str, *, sandbox: Literal["docker", "local"] =
     if sandbox == "local" and not run_on_this_machine:
         raise ReplayPlacementError(
             "replaying into sandbox='local' runs the recording's commands on this machine, as "
-            f"{getpass.getuser()}, with nothing between them and your files; replay in Docker (the default), or "
+            f"{_user()}, with nothing between them and your files; replay in Docker (the default), or "
             "pass run_on_this_machine=True (`mle-gym replay --sandbox local --run-on-this-machine`) for a file "
             "you trust")
     traj = load_trajectory(path)
@@ -259,7 +266,7 @@ def replay_trajectory(path: Path | str, *, sandbox: Literal["docker", "local"] =
         notes.append("the recorded episode ran out of wall-clock time; the replay's timing will differ")
     if sandbox == "local":
         log.warning("replaying %s with sandbox=local: its recorded commands run on this machine as %s",
-                    traj.path, getpass.getuser())
+                    traj.path, _user())
 
     log.info("replaying %s: %d steps in %s (seed %s, sandbox %s)", traj.path, len(traj.steps), env_id,
              header.seed, sandbox)

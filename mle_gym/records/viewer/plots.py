@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from typing import Any
 
 from mle_gym.records.viewer.escape import _fmt_num, _pct, esc
 from mle_gym.runs.rates import (
-    finite_number,
     SPLIT_LABELS,
     EpisodeRecord,
     RunReport,
+    finite_number,
 )
 
 MEDAL_COLOURS = {"gold": "#c9a227", "silver": "#9ea3a8", "bronze": "#b0713a", "any": "#3f6fb0",
