@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from mle_gym.errors import MLEGymError
+from mle_gym.records.reader import reading
 from mle_gym.records.trajectory import (
     StepRecord,
     Trajectory,
@@ -14,6 +20,21 @@ from mle_gym.records.trajectory import (
     load_trajectory,
 )
 from mle_gym.tools.parse import printable
+
+
+class ReplayUsageError(MLEGymError, ValueError):
+    """A `mle-gym replay` argument that cannot work (a local replay not confirmed, a bad option)."""
+
+
+# C0 controls but newline and tab, DEL and the C1 controls: what a terminal acts on (cursor moves, titles,
+# the clipboard through OSC 52, a carriage return that hides the line before it).
+_TERMINAL_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """Text read from a file, fit for a terminal: control characters as visible escapes (`\\x1b`), lone
+    surrogates escaped. A recording or results file is untrusted; what it holds must not drive the terminal."""
+    return printable(_TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text), nul=False)
 
 
 def _clip(text: str, max_chars: int) -> str:
@@ -35,7 +56,7 @@ def _describe_call(step: StepRecord, max_chars: int) -> str:
         return f"INVALID ({error.get('type', 'unparsed')}): {_clip(raw, max_chars)}"
     args = call.get("arguments") or {}
     if call.get("name") == "bash" and set(args) <= {"command", "timeout_s"}:
-        extra = f"  [timeout {args['timeout_s']:g} s]" if args.get("timeout_s") else ""
+        extra = f"  [timeout {args['timeout_s']} s]" if args.get("timeout_s") else ""
         return f"bash $ {_clip(args.get('command', ''), max_chars)}{extra}"
     if call.get("name") == "write_file":
         content = args.get("content", "")
@@ -142,23 +163,42 @@ def _cmd_show(args: argparse.Namespace) -> int:
     for i, path in enumerate(args.trajectories):
         if i:
             print("\n" + "=" * 80 + "\n")
-        text = format_transcript(load_trajectory(path), max_chars=args.max_chars, prompt=args.prompt)
-        print(printable(text, nul=False))  # a recorded lone surrogate cannot reach a terminal as is
+        traj = load_trajectory(path)
+        with reading(path):
+            text = format_transcript(traj, max_chars=args.max_chars, prompt=args.prompt)
+        print(terminal_safe(text))
     return 0
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
+    from mle_gym.cli.run import _pairs
     from mle_gym.records.replay import format_report, replay_trajectory
 
-    overrides: dict[str, Any] = {}
-    if args.sandbox:
-        overrides["sandbox"] = args.sandbox
-    report = replay_trajectory(args.trajectory, **overrides)
+    # Where the replay runs comes from here, never from the file: its header is untrusted input.
+    options = _pairs("--env-option", args.env_option)
+    for key in ("sandbox", "competition"):
+        if key in options:
+            raise ReplayUsageError(f"--env-option {key}: give the backend with --sandbox; the competition is the "
+                                   "recording's")
+    if args.sandbox == "local":
+        if not args.run_on_this_machine:
+            raise ReplayUsageError(
+                "--sandbox local runs the recording's commands on this machine, as you, with no container between "
+                "them and your files; add --run-on-this-machine if you trust the file, or replay in Docker (the "
+                "default)")
+        print(f"mle-gym replay: --sandbox local: the recorded actions of {args.trajectory} run ON THIS MACHINE, "
+              "as you, with no container", file=sys.stderr)
+    try:
+        report = replay_trajectory(args.trajectory, sandbox=args.sandbox, run_on_this_machine=args.run_on_this_machine,
+                                   **options)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+        raise ReplayUsageError(f"invalid --env-option value(s): {problems}") from None
     if args.json:
         print(json.dumps({**report.model_dump(mode="json"), "reproduced": report.reproduced,
                           "first_divergence": report.first_divergence}, indent=1))
     else:
-        print(format_report(report))
+        print(terminal_safe(format_report(report)))
     return 0 if report.reproduced else 1
 
 
@@ -176,16 +216,24 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inside(file: Path, folder: Path) -> bool:
+    try:
+        file.resolve().relative_to(folder.resolve())
+    except (ValueError, OSError):
+        print(f"mle-gym export: skipping {file}: it leads out of {folder}", file=sys.stderr)
+        return False
+    return True
+
+
 def _expand(paths: list[str]) -> list[str]:
     """Trajectory files, with a run folder (or its trajectories/ folder) standing for every file in it."""
-    from pathlib import Path
-
     out: list[str] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
             folder = path / "trajectories" if (path / "trajectories").is_dir() else path
-            out += sorted(str(f) for f in folder.glob("*.jsonl"))
+            # A link in the folder to a file elsewhere is not part of the run: skipped, as the viewer does.
+            out += sorted(str(f) for f in folder.glob("*.jsonl") if _inside(f, path))
         else:
             out.append(p)
     return out
@@ -200,7 +248,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("replay", help="re-run a trajectory's actions in a fresh env and report divergences")
     p.add_argument("trajectory", metavar="TRAJ")
-    p.add_argument("--sandbox", choices=("local", "docker"), help="override the recorded sandbox backend")
+    p.add_argument("--sandbox", choices=("docker", "local"), default="docker",
+                   help="where the actions run (default: docker, with the default image and no network); the "
+                        "recording's own sandbox, image, workspace, network and limits are never used")
+    p.add_argument("--run-on-this-machine", action="store_true",
+                   help="needed with --sandbox local, which runs the recorded commands on this machine as you")
+    p.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a gym.make option for the replay, e.g. image=NAME, network=bridge, memory=8g, max_steps=5 "
+                        "(repeatable; values read as JSON when they parse)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_cmd_replay)
 

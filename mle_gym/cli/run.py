@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from mle_gym.cli.records import terminal_safe
 from mle_gym.competitions import get_competition, list_competitions, list_figures
 from mle_gym.config import EnvConfig
 from mle_gym.errors import MLEGymError
@@ -168,7 +169,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGINT, previous)
     reports = summarize_runs(load_results(out))  # the whole folder, earlier (resumed) episodes included
     for report in reports.values():
-        print(to_text_table(report))
+        print(terminal_safe(to_text_table(report)))
     (out / "report.json").write_text(to_json(reports) + "\n")
     (out / "report.md").write_text("\n".join(to_markdown(r) for r in reports.values()))
     if control.stop_starting.is_set():
@@ -198,7 +199,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if len(reports) > 1:
         print(f"note: {args.dir} holds {len(reports)} different runs (agent, model or options differ); "
               "each has its own tables\n", file=sys.stderr)
-    print(markdown)
+    print(terminal_safe(markdown))  # results.jsonl is untrusted: its text must not drive the terminal
     return 0
 
 

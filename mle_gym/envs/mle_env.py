@@ -14,6 +14,7 @@ from mle_gym.competitions import Competition, get_competition
 from mle_gym.competitions.datasets import Dataset, data_root, load_dataset
 from mle_gym.competitions.mlebench_text import MLEBenchText, load_mlebench_text
 from mle_gym.config import make_config
+from mle_gym.envs import host_memory
 from mle_gym.envs.prompt import build_mlebench_prompt, build_prompt, hardware_of
 from mle_gym.envs.spaces import TextObservation, ToolCallSpace
 from mle_gym.envs.submission import SubmissionService
@@ -120,6 +121,9 @@ class MLEEnv(gym.Env[str, dict]):
         self._started = 0.0
         self._last_observation = ""
         self._closed = False
+        # Counted among the Docker episodes alive on this machine from now on, so that envs made side by
+        # side (a vector env's) share its memory under memory="auto" (see mle_gym.envs.host_memory).
+        self._live = host_memory.register_episode() if self.config.sandbox == "docker" else None
 
     # -- budgets -------------------------------------------------------------------------
     def _time_left(self) -> float:
@@ -167,7 +171,10 @@ class MLEEnv(gym.Env[str, dict]):
             # The grading process server imports pandas and scikit-learn: a few seconds, paid
             # while the episode runs rather than when it ends.
             threading.Thread(target=warm_up, name="mle-gym-grading-warm-up", daemon=True).start()
-            self.sandbox = make_sandbox(self.config.sandbox, self.dataset.public, self.config.backend_options())
+            options = self.config.backend_options()
+            if self.config.sandbox == "docker":
+                options = host_memory.resolve_memory(options, self._live)
+            self.sandbox = make_sandbox(self.config.sandbox, self.dataset.public, options)
             self.sandbox.start()
         self.sandbox.reset()
         paths = self.sandbox.paths
@@ -375,6 +382,9 @@ class MLEEnv(gym.Env[str, dict]):
                 sandbox.close()
             except Exception:  # close() must never raise; backends already swallow their own errors
                 log.exception("closing the sandbox failed")
+        live, self._live = getattr(self, "_live", None), None
+        if live is not None:
+            live.release()
         super().close()
 
     # -- grading -------------------------------------------------------------------------

@@ -22,7 +22,17 @@ under "mle_gym" (with the competition, seed, steps and how the episode ended).
 built on verifiers call) finds the same `load_environment`. Slots are reused across rollouts: a
 slot's environment is made once and reset for each episode (the Docker sandbox then swaps in a
 fresh container, made ahead by its warm spare). `close()` (or the environment's teardown at exit)
-closes every environment and so every container.
+closes every environment and so every container. The default pool gives each of its
+`max_episodes` Docker containers its share of this machine's memory (`EpisodePool.make`).
+
+What a rollout does with an error out of `step()` (`mle_gym.pools.faults`): our own faults (no
+Docker daemon, no image, a container that died, data not prepared) retire the slot and fail the
+rollout with `vf.InfraError`; any other error, one the agent's actions may have caused (a shell or
+helper it killed, a file the grader could not take), ends the rollout **scored**: reward 0,
+`info["mle_gym"]["truncation_reason"] == "fault_in_step"` and the reason in
+`info["mle_gym"]["fault"]`, so that no policy escapes a bad score by breaking its episode. The
+slot's env is then reset at once; if that fails, the fault was ours and the slot is retired.
+Messages that reach the trainer carry no host path and no traceback (the log has them).
 
 Models served with a tool-call parser (vLLM's `--enable-auto-tool-choice`) return structured
 `tool_calls` instead of raw text: pass `native_tools=True` to send the tool schemas with each
@@ -51,6 +61,7 @@ except ImportError as exc:  # the extra is not installed
 from mle_gym.competitions import get_competition
 from mle_gym.errors import CompetitionNotFoundError, MLEGymError
 from mle_gym.pools.episode_pool import EpisodePool
+from mle_gym.pools.faults import is_our_fault, trainer_message
 from mle_gym.registry import split_members
 from mle_gym.tools import openai_tools, tool_prompt
 
@@ -236,7 +247,8 @@ class MLEGymEnv(vf.MultiTurnEnv):
                 return
             except Exception:  # a failed restart retires the slot, as below
                 log.exception("restarting mle-gym episode slot %d failed", slot)
-        log.error("mle-gym episode slot %d is retired after a harness error: %s", slot, exc)
+        log.error("mle-gym episode slot %d is retired after a harness error: %s", slot, type(exc).__name__,
+                  exc_info=exc)
         self._retired.add(slot)
 
     async def _call(self, slot: int, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -268,9 +280,10 @@ class MLEGymEnv(vf.MultiTurnEnv):
             info["mle_gym"] = episode  # the rollout's output keeps `info`: the grade travels with it
         try:
             observation, reset_info = await self._call(slot, "reset", seed=seed, options={"competition": competition})
-        except MLEGymError as exc:
+        except MLEGymError as exc:  # the agent has not acted yet: ours
             self._retire(slot, exc)
-            raise vf.InfraError(f"resetting the mle-gym episode ({competition}, seed {seed}) failed: {exc}") from exc
+            raise vf.InfraError(f"resetting the mle-gym episode ({competition}, seed {seed}) failed: "
+                                f"{trainer_message(exc)}") from exc
         episode["sandbox"] = reset_info.get("sandbox")
         prompt = list(state["prompt"])
         if prompt and _field(prompt[-1], "role") == "user":
@@ -293,9 +306,11 @@ class MLEGymEnv(vf.MultiTurnEnv):
         try:
             observation, reward, terminated, truncated, info = await self._call(slot, "step", action)
         except MLEGymError as exc:
-            self._retire(slot, exc)
-            raise vf.InfraError(f"the mle-gym episode ({episode['competition']}) failed in step "
-                                f"{episode['steps'] + 1}: {exc}") from exc
+            if is_our_fault(exc):
+                self._retire(slot, exc)
+                raise vf.InfraError(f"the mle-gym episode ({episode['competition']}) failed in step "
+                                    f"{episode['steps'] + 1}: {trainer_message(exc)}") from exc
+            return await self._end_on_fault_in_step(slot, episode, state, exc)
         episode["steps"] = info.get("step", episode["steps"] + 1)
         if "tool_error" in info:
             episode["tool_errors"] += 1
@@ -312,6 +327,30 @@ class MLEGymEnv(vf.MultiTurnEnv):
             state["final_env_response"] = reply
         return reply
 
+    async def _end_on_fault_in_step(self, slot: int, episode: dict[str, Any], state: Any,
+                                     exc: MLEGymError) -> list[Any]:
+        """A step raised an error the agent's actions may have caused (a shell or helper it killed, a file
+        the grader could not take): the rollout ends scored, reward 0, with the reason, never as an
+        infrastructure error a trainer would drop (a policy must not learn to escape its score that way).
+        The slot's env is reset right away: if that fails, the fault was ours after all, and the slot goes."""
+        step = episode["steps"] + 1
+        log.warning("mle-gym episode slot %d (%s): step %d raised %s; scored as the episode's outcome (reward 0)",
+                    slot, episode["competition"], step, type(exc).__name__, exc_info=exc)
+        try:
+            await self._call(slot, "reset", seed=episode["seed"], options={"competition": episode["competition"]})
+        except MLEGymError as reset_exc:
+            self._retire(slot, reset_exc)
+            raise vf.InfraError(f"the mle-gym episode ({episode['competition']}) failed in step {step}: "
+                                f"{trainer_message(exc)}; its environment could not be reset after it: "
+                                f"{trainer_message(reset_exc)}") from exc
+        reason = trainer_message(exc)
+        episode.update(reward=0.0, finished=True, terminated=False, truncated=True, truncation_reason="fault_in_step",
+                       grade=None, fault={"type": type(exc).__name__, "message": reason, "step": step})
+        reply = [UserMessage(content=f"The episode ended at step {step}: the environment failed while running "
+                                     f"your actions ({reason}). It is scored as an episode without a submission.")]
+        state["final_env_response"] = reply
+        return reply
+
     @vf.cleanup
     async def release_episode(self, state: Any) -> None:
         """Give the rollout's slot back once its environment is idle (a step cut off by a timeout
@@ -324,9 +363,12 @@ class MLEGymEnv(vf.MultiTurnEnv):
         if pending is not None:
             try:
                 await pending
-            except Exception as exc:  # nobody else will see it; the env's state is unknown after it
-                log.warning("mle-gym episode slot %d: a call cut off by the rollout's end failed: %r", slot, exc)
-                self._retire(slot, exc)
+            except Exception as exc:  # nobody else will see it
+                log.warning("mle-gym episode slot %d: a call cut off by the rollout's end failed: %s", slot,
+                            type(exc).__name__, exc_info=exc)
+                if not isinstance(exc, MLEGymError) or is_our_fault(exc):
+                    self._retire(slot, exc)
+                # else: an error the agent may have caused; the slot's next reset replaces its sandbox
         if not episode.get("finished") and slot not in self._retired and episode.get("sandbox") is not None:
             await self._grade_stopped(slot, episode)
         if slot not in self._retired:

@@ -18,7 +18,8 @@ serialises them: each has its own sandbox, shell channel and grading call.
     await pool.aclose()
 
 One call at a time per environment: a second `step(i, ...)` while the first is in flight
-raises `EpisodeBusyError` (an env is not re-entrant). Closing closes every environment, in
+raises `EpisodeBusyError` (an env is not re-entrant). An mle-gym error out of an env reaches the
+caller with no host path in its message (the log has it whole; see `mle_gym.pools.messages`). Closing closes every environment, in
 parallel, and never raises; it also runs at interpreter exit through the envs' own cleanup.
 """
 
@@ -33,13 +34,35 @@ from typing import Any
 
 import gymnasium as gym
 
+from mle_gym.envs.host_memory import check_total, is_auto, memory_share
 from mle_gym.errors import MLEGymError
+from mle_gym.pools.messages import scrub_for_trainer
 
 log = logging.getLogger(__name__)
 
 
 class EpisodeBusyError(MLEGymError, RuntimeError):
     """A call reached an environment whose previous call has not returned yet."""
+
+
+def share_host_memory(env_options: dict[str, Any], n: int, *, where: str) -> dict[str, Any]:
+    """`env_options` for one of `n` Docker episodes run together on this machine: memory unset or "auto"
+    becomes its share (`memory_share(n)`); an explicit limit that n episodes could not all have at once
+    raises HostMemoryError. Options of the local backend are returned as they are."""
+    options = dict(env_options)
+    if options.get("sandbox", "docker") != "docker":
+        return options
+    extra = dict(options.get("sandbox_options") or {})
+    if "memory" in extra:  # the backend's own option wins over the env's
+        if extra["memory"] == "auto":
+            options["sandbox_options"] = {**extra, "memory": memory_share(n)}
+        elif extra["memory"] is not None:  # None: no limit, as asked
+            check_total(str(extra["memory"]), n, where=where)
+    elif is_auto(options.get("memory")):
+        options["memory"] = memory_share(n)
+    else:
+        check_total(str(options["memory"]), n, where=where)
+    return options
 
 
 class EpisodePool:
@@ -57,9 +80,14 @@ class EpisodePool:
 
     @classmethod
     def make(cls, env_id: str, n: int, *, max_workers: int | None = None, **kwargs: Any) -> EpisodePool:
-        """A pool of `n` copies of `gym.make(env_id, **kwargs)`, made lazily on first reset."""
+        """A pool of `n` copies of `gym.make(env_id, **kwargs)`, made lazily on first reset.
+
+        Docker episodes share this machine's memory: with `memory` unset (or "auto") each gets 1/n of
+        what one episode alone would (75% of the machine); an explicit `memory` that n episodes could
+        not all have at once raises HostMemoryError."""
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
+        kwargs = share_host_memory(kwargs, n, where=f"EpisodePool.make({env_id!r}, n={n})")
         return cls([functools.partial(gym.make, env_id, **kwargs) for _ in range(n)], max_workers=max_workers)
 
     def __len__(self) -> int:
@@ -83,6 +111,8 @@ class EpisodePool:
         try:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._executor, lambda: method(self.env(i)))
+        except MLEGymError as exc:  # the trainer gets it without host paths; the log keeps it whole
+            raise scrub_for_trainer(exc, f"EpisodePool episode {i}")
         finally:
             self._busy[i] = False
 

@@ -14,7 +14,9 @@ prepared on each node). Mark such nodes with a custom resource, so episodes land
 
     pool = RayEpisodePool.make("mle/aerial-cactus", n=128, data="kaggle")   # after ray.init(address="auto")
 
-The number is how many episodes a node takes at once. An actor that dies mid-episode (its node
+The number is how many episodes a node takes at once, and what its memory is shared by: with `memory`
+unset (or "auto") each episode's container gets 1/N of the 75% of the node's memory one episode
+alone would get. An actor that dies mid-episode (its node
 lost, its process killed) raises `EpisodeActorDiedError` on the next call to that episode; its
 container goes with the actor's process (the sandbox's lifeline), and `restart(i)` makes a new
 actor for the episode.
@@ -23,10 +25,15 @@ actor for the episode.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
+from mle_gym.envs.host_memory import HostMemoryError
 from mle_gym.errors import MLEGymError
-from mle_gym.pools.episode_pool import EpisodeBusyError
+from mle_gym.pools.episode_pool import EpisodeBusyError, share_host_memory
+from mle_gym.pools.messages import scrub_for_trainer, without_host_paths
+
+log = logging.getLogger(__name__)
 
 RESOURCE = "mle_gym_docker"
 
@@ -43,15 +50,40 @@ def _ray() -> Any:
     return ray
 
 
+def _cause(exc: BaseException) -> str:
+    """Ray's account of a lost actor, cut to its first line, without host paths."""
+    first = next((line for line in str(exc).splitlines() if line.strip()), "")
+    return without_host_paths(first)[:300]
+
+
+def _node_share(kwargs: dict[str, Any], resource: str | None) -> dict[str, Any]:
+    """On the node: a Docker episode's options with memory unset or "auto" made its share of this node (the
+    node takes as many episodes at once as it has units of `resource`). An explicit limit the node's episodes
+    could not all have at once is logged (the driver cannot see the node's memory)."""
+    if not resource:
+        return kwargs  # no capacity to divide by: the env's own count of live episodes decides
+    ray = _ray()
+    node_id = ray.get_runtime_context().get_node_id()
+    capacity = 1
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id:
+            capacity = max(int(node.get("Resources", {}).get(resource, 1)), 1)
+    try:
+        return share_host_memory(kwargs, capacity, where=f"a RayEpisodePool node taking {capacity} episodes")
+    except HostMemoryError as exc:
+        log.warning("%s", exc)
+        return kwargs
+
+
 class _Episode:
     """The actor: one environment, made in the actor's own process."""
 
-    def __init__(self, env_id: str, kwargs: dict[str, Any]) -> None:
+    def __init__(self, env_id: str, kwargs: dict[str, Any], resource: str | None = None) -> None:
         import gymnasium as gym
 
         import mle_gym  # noqa: F401  (registers the envs in this worker)
 
-        self.env = gym.make(env_id, **kwargs)
+        self.env = gym.make(env_id, **_node_share(kwargs, resource))
 
     def reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict]:
         return self.env.reset(seed=seed, options=options)
@@ -85,7 +117,7 @@ class RayEpisodePool:
         ray = _ray()
         if not ray.is_initialized():
             raise RuntimeError("call ray.init() (or ray.init(address='auto') for a cluster) before making a RayEpisodePool")
-        self.env_id, self.kwargs = env_id, kwargs
+        self.env_id, self.kwargs, self.resource = env_id, kwargs, resource
         options: dict[str, Any] = {"num_cpus": num_cpus, "max_restarts": 0, "max_concurrency": 1}
         if resource:
             options["resources"] = {resource: 1}
@@ -99,7 +131,7 @@ class RayEpisodePool:
         return cls(env_id, n, **kwargs)
 
     def _new_actor(self) -> Any:
-        return self._actor_class.remote(self.env_id, self.kwargs)
+        return self._actor_class.remote(self.env_id, self.kwargs, self.resource)
 
     def __len__(self) -> int:
         return len(self._actors)
@@ -119,9 +151,17 @@ class RayEpisodePool:
         try:
             return await getattr(self._actors[i], method).remote(*args)
         except ray.exceptions.RayActorError as exc:
+            log.warning("the Ray actor of episode %d died", i, exc_info=exc)
             raise EpisodeActorDiedError(
                 f"the Ray actor of episode {i} died ({type(exc).__name__}); the episode is lost. Call "
-                f"restart({i}) for a new actor, then reset it. Cause: {str(exc)[:300]}") from exc
+                f"restart({i}) for a new actor, then reset it. Cause: {_cause(exc)}") from exc
+        except ray.exceptions.RayTaskError as exc:
+            # The env's own error, as raised in the actor: the trainer gets it as such (its type, for
+            # telling our faults from the agent's) without the remote traceback and its host paths.
+            cause = exc.cause if isinstance(getattr(exc, "cause", None), MLEGymError) else None
+            if cause is None:
+                raise
+            raise scrub_for_trainer(cause, f"RayEpisodePool episode {i}") from None
         finally:
             self._busy[i] = False
 

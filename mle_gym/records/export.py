@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from mle_gym.records.reader import reading
 from mle_gym.records.trajectory import (
     ModelCallRecord,
     StepRecord,
@@ -451,13 +452,20 @@ def iter_records(paths: Iterable[Path | str], *, fmt: str = "openai-chat", syste
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     if medal is not None and medal != "any" and medal not in MEDALS:
         raise ValueError(f"medal must be any, gold, silver or bronze, got {medal!r}")
-    kept = (t for t in map(load_trajectory, paths)
-            if keep_episode(t, min_reward=min_reward, medal=medal, include_incomplete=include_incomplete))
+    def kept() -> Iterator[Trajectory]:
+        for path in paths:
+            traj = load_trajectory(path)
+            with reading(traj.path):
+                if keep_episode(traj, min_reward=min_reward, medal=medal, include_incomplete=include_incomplete):
+                    yield traj
+
     if fmt == "rollouts":
-        yield from group_rollouts(kept, max_tokens=max_tokens)
+        yield from group_rollouts(kept(), max_tokens=max_tokens)
         return
-    for traj in kept:
-        for record in trajectory_to_records(traj, fmt=fmt, system_prompt=system_prompt):
+    for traj in kept():
+        with reading(traj.path):
+            records = trajectory_to_records(traj, fmt=fmt, system_prompt=system_prompt)
+        for record in records:
             if max_tokens is None or record["metadata"]["tokens"] <= max_tokens:
                 yield record
 
@@ -483,24 +491,34 @@ def group_rollouts(trajs: Iterable[Trajectory], *, max_tokens: int | None = None
     groups: dict[str, list[dict[str, Any]]] = {}
     tools: dict[str, Any] = {}
     for traj in trajs:
-        records = trajectory_to_records(traj, fmt="openai-chat")
-        if max_tokens is not None and max(r["metadata"]["tokens"] for r in records) > max_tokens:
+        with reading(traj.path):
+            groups_entry = _rollout(traj, max_tokens)
+        if groups_entry is None:
             continue
-        grade = traj.grade or {}
-        comp = traj.header.competition or "unknown"
-        tools.setdefault(comp, records[0]["tools"])
-        groups.setdefault(comp, []).append({
-            "episode_id": traj.header.episode_id, "seed": traj.header.seed, "reward": traj.total_reward,
-            "medal": grade.get("medal"), "any_medal": bool(grade.get("any_medal")),
-            "valid_submission": bool(grade.get("valid_submission")), "score": grade.get("score"),
-            "grade": traj.grade, "complete": traj.complete,
-            "end_reason": traj.end.end_reason if traj.end is not None else None,
-            "usage": records[0]["metadata"]["usage"], "model": records[0]["metadata"]["model"],
-            "sample_data": traj.header.sample_data, "source": str(traj.path),
-            "conversations": [r["messages"] for r in records],
-        })
+        comp, tools_of, rollout = groups_entry
+        tools.setdefault(comp, tools_of)
+        groups.setdefault(comp, []).append(rollout)
     return [{"competition": comp, "n": len(rs), "mean_reward": sum(r["reward"] for r in rs) / len(rs),
              "rollouts": rs, "tools": tools[comp]} for comp, rs in sorted(groups.items())]
+
+
+def _rollout(traj: Trajectory, max_tokens: int | None) -> tuple[str, Any, dict[str, Any]] | None:
+    """(competition, tools, the rollout's record) of one episode, or None when it is over `max_tokens`."""
+    records = trajectory_to_records(traj, fmt="openai-chat")
+    if max_tokens is not None and max(r["metadata"]["tokens"] for r in records) > max_tokens:
+        return None
+    grade = traj.grade or {}
+    comp = traj.header.competition or "unknown"
+    return comp, records[0]["tools"], {
+        "episode_id": traj.header.episode_id, "seed": traj.header.seed, "reward": traj.total_reward,
+        "medal": grade.get("medal"), "any_medal": bool(grade.get("any_medal")),
+        "valid_submission": bool(grade.get("valid_submission")), "score": grade.get("score"),
+        "grade": traj.grade, "complete": traj.complete,
+        "end_reason": traj.end.end_reason if traj.end is not None else None,
+        "usage": records[0]["metadata"]["usage"], "model": records[0]["metadata"]["model"],
+        "sample_data": traj.header.sample_data, "source": str(traj.path),
+        "conversations": [r["messages"] for r in records],
+    }
 
 
 def write_jsonl(records: Iterable[dict[str, Any]], out: Path | str) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -121,3 +123,24 @@ def load_trajectory(path: Path | str) -> Trajectory:
         raise TrajectoryError(f"{path}: the file is empty; expected a header record on line 1")
     return Trajectory(path=path, header=header, steps=steps, end=end, complete=end is not None and not torn,
                       torn_last_line=torn, model_calls=calls)
+
+
+# What a consumer (show, export, view) raises when a field it reads has a shape the recorder never writes.
+SHAPE_ERRORS: tuple[type[BaseException], ...] = (
+    TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError, RecursionError)
+
+
+@contextmanager
+def reading(path: Path | str) -> Iterator[None]:
+    """Wraps the use of one read trajectory: a value of a shape the recorder never writes (a file edited or
+    made by hand: a string where a number goes, a list where a message goes) becomes a TrajectoryError that
+    names the file, never a traceback. The schema keeps unknown fields (for newer writers), so what the
+    reader accepted is not yet proof that every field has the type its consumer expects."""
+    try:
+        yield
+    except TrajectoryError:
+        raise
+    except SHAPE_ERRORS as exc:
+        log.debug("using trajectory %s failed", path, exc_info=True)
+        raise TrajectoryError(f"{path}: a record holds a value of a shape mle-gym does not write "
+                              f"({type(exc).__name__}: {str(exc)[:200]}); was the file edited or made by hand?") from exc

@@ -1,18 +1,46 @@
-"""Replay: re-run a trajectory's recorded actions in a fresh env and report where it diverges."""
+"""Replay: re-run a trajectory's recorded actions in a fresh env and report where it diverges.
+
+A trajectory is untrusted input (files are shared as datasets): the replay takes from it only what
+shapes the episode (the competition, seed, data kind and budgets) and never where or with what its
+code runs. The sandbox backend, image, mounts, workspace, network and resource limits come from the
+caller (the command line) and the defaults: a Docker container with no network. Replaying into the
+local backend, which runs the recorded commands on this machine as the user, needs
+`run_on_this_machine=True` (`mle-gym replay --sandbox local --run-on-this-machine`).
+"""
 
 from __future__ import annotations
 
+import getpass
 import logging
 import math
 from pathlib import Path
 from typing import Any, Literal
 
 import gymnasium as gym
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from mle_gym.config import EnvConfig
+from mle_gym.errors import MLEGymError, TrajectoryError
 from mle_gym.records.trajectory import Trajectory, load_trajectory
 
 log = logging.getLogger(__name__)
+
+RECORDED_EPISODE_KEYS: tuple[str, ...] = (
+    "data", "sample_seed", "reward", "prompt", "max_steps", "time_limit_s", "command_timeout_s", "max_output_chars")
+"""The only settings a replay takes from the recording's header: they decide what the episode is (its data,
+reward and budgets, which the prompt states), never where or with what its code runs."""
+
+PLACEMENT_KEYS: tuple[str, ...] = (
+    "sandbox", "image", "workspace_root", "network", "cpus", "memory", "pids_limit", "shm_size", "gpus",
+    "gpus_per_episode", "disk_limit", "warm_pool", "sandbox_options", "max_saved_output_bytes",
+    "max_submission_bytes", "grading_memory", "grading_timeout_s")
+"""Settings a recording may hold but a replay never takes from it: where the code runs and the limits
+that guard this machine. They come from the caller and the defaults."""
+
+
+class ReplayPlacementError(MLEGymError, ValueError):
+    """A replay was asked to run a recording's commands on this machine without saying so explicitly."""
+
 
 Match = Literal["exact", "normalised", "diverged", "not_replayed"]
 
@@ -41,6 +69,9 @@ class ReplayReport(BaseModel):
     env_id: str
     seed: int | None
     sandbox: str
+    on_this_machine: bool = Field(default=False, description="the recorded actions ran on this machine (the local "
+                                                             "backend), not in a container")
+    sandbox_info: dict[str, Any] = Field(default_factory=dict, description="the replay's sandbox as it describes itself")
     recorded_complete: bool
     prompt: StepComparison
     steps: list[StepComparison] = Field(default_factory=list)
@@ -135,30 +166,110 @@ def _compare_grades(recorded: dict[str, Any], replayed: dict[str, Any]) -> dict[
     }
 
 
-def replay_trajectory(path: Path | str, **overrides: Any) -> ReplayReport:
-    """Re-run the actions recorded in `path` in a fresh env with the recorded config and seed.
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid
+        return "the current user"
 
-    `overrides` replace entries of the recorded env config (e.g. `sandbox="docker"`).
+
+def _env_id(traj: Trajectory) -> str:
+    """The registered mle-gym id the recording names (its env id, else its competition), or TrajectoryError."""
+    from mle_gym.registry import ENTRY_POINT
+
+    def ours(env_id: Any) -> bool:
+        spec = gym.registry.get(env_id) if isinstance(env_id, str) else None
+        return spec is not None and spec.entry_point == ENTRY_POINT
+
+    header = traj.header
+    if ours(header.env_id):
+        return str(header.env_id)
+    competition = header.competition or header.config.get("competition")
+    if ours(f"mle/{competition}"):
+        return f"mle/{competition}"
+    raise TrajectoryError(f"{traj.path}: the recording names env {str(header.env_id)[:100]!r} and competition "
+                          f"{str(competition)[:100]!r}; neither is an mle-gym environment of this install "
+                          "(`mle-gym list` shows the packaged competitions)")
+
+
+def _recorded_settings(traj: Trajectory, env_id: str) -> dict[str, Any]:
+    """The episode settings of the header (RECORDED_EPISODE_KEYS), validated as EnvConfig would."""
+    picked = {k: traj.header.config[k] for k in RECORDED_EPISODE_KEYS if k in traj.header.config}
+    competition = gym.registry[env_id].kwargs["competition"]
+    try:
+        EnvConfig(competition=competition, **picked)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+        raise TrajectoryError(f"{traj.path}: the header's episode settings are not valid: {problems}") from None
+    return picked
+
+
+def _placement_note(traj: Trajectory, used: dict[str, Any], sandbox: str) -> str | None:
+    """A note naming the placement settings the recording asked for that the replay did not take."""
+    recorded = dict(traj.header.config)
+    if traj.header.sandbox is not None:
+        recorded.setdefault("sandbox", traj.header.sandbox)
+    image = traj.header.sandbox_info.get("image")
+    if image is not None:
+        recorded.setdefault("image", image)
+    asked = {k: recorded[k] for k in PLACEMENT_KEYS
+             if recorded.get(k) not in (None, {}) and recorded.get(k) != ({**used, "sandbox": sandbox}).get(k)}
+    if not asked:
+        return None
+    shown = ", ".join(f"{k}={str(v)[:80]!r}" for k, v in asked.items())
+    return (f"the recording asked for {shown}; not taken: a replay's sandbox, image, workspace, network and "
+            f"limits come from the command line and the defaults (here sandbox={sandbox})")
+
+
+def replay_trajectory(path: Path | str, *, sandbox: Literal["docker", "local"] = "docker",
+                      run_on_this_machine: bool = False, **env_options: Any) -> ReplayReport:
+    """Re-run the actions recorded in `path` in a fresh env with the recorded episode settings and seed.
+
+    The file is untrusted: from its header the replay takes only the competition, the seed and
+    the settings in RECORDED_EPISODE_KEYS (data kind, reward, budgets); the sandbox backend, image,
+    workspace, network and limits are `sandbox` (Docker by default), `env_options` (any other
+    `gym.make` option; they also override the recorded settings, e.g. `max_steps=2`) and the
+    defaults. `sandbox="local"` runs the recorded commands on this machine as the current user and
+    raises ReplayPlacementError unless `run_on_this_machine=True`.
+
     Absolute sandbox paths of the recorded run (the local backend's workspace differs on
     every run) are rewritten to the new run's paths, both in the actions before they are
     replayed and in the recorded observations before they are compared. Replay stops at
     the first step that ends the new episode. Raises `TrajectoryError` for an unreadable
-    file; errors making the env (missing data, no Docker) propagate as they are.
+    file or a header naming no mle-gym env; errors making the env (missing data, no Docker)
+    propagate as they are.
     """
+    if sandbox not in ("docker", "local"):
+        raise ValueError(f"sandbox must be 'docker' or 'local', got {sandbox!r}")
+    if "competition" in env_options:
+        raise TypeError("replay_trajectory() takes no competition: it is the recording's")
+    if sandbox == "local" and not run_on_this_machine:
+        raise ReplayPlacementError(
+            "replaying into sandbox='local' runs the recording's commands on this machine, as "
+            f"{_user()}, with nothing between them and your files; replay in Docker (the default), or "
+            "pass run_on_this_machine=True (`mle-gym replay --sandbox local --run-on-this-machine`) for a file "
+            "you trust")
     traj = load_trajectory(path)
     header = traj.header
-    config = {k: v for k, v in header.config.items() if k != "competition"}
-    config.update(overrides)
-    competition = header.competition or header.config.get("competition")
-    env_id = header.env_id if header.env_id and header.env_id in gym.registry else f"mle/{competition}"
+    env_id = _env_id(traj)
+    competition = gym.registry[env_id].kwargs["competition"]
+    if competition.startswith("split:"):
+        competition = header.competition or competition
+    config: dict[str, Any] = {**_recorded_settings(traj, env_id), **env_options, "sandbox": sandbox}
     notes: list[str] = []
+    placement = _placement_note(traj, config, sandbox)
+    if placement is not None:
+        notes.append(placement)
     if not traj.complete:
         notes.append("the recording is incomplete (no closing record): only its recorded steps are compared")
     if header.config.get("time_limit_s") and traj.end is not None and traj.end.truncation_reason == "time_limit":
         notes.append("the recorded episode ran out of wall-clock time; the replay's timing will differ")
+    if sandbox == "local":
+        log.warning("replaying %s with sandbox=local: its recorded commands run on this machine as %s",
+                    traj.path, _user())
 
     log.info("replaying %s: %d steps in %s (seed %s, sandbox %s)", traj.path, len(traj.steps), env_id,
-             header.seed, config.get("sandbox"))
+             header.seed, sandbox)
     env = gym.make(env_id, **config)
     try:
         obs, info = env.reset(seed=header.seed, options=header.reset_options)
@@ -166,7 +277,8 @@ def replay_trajectory(path: Path | str, **overrides: Any) -> ReplayReport:
         match, detail = _compare_observation(header.prompt, obs, path_map)
         report = ReplayReport(
             path=str(traj.path), competition=competition, env_id=env_id, seed=header.seed,
-            sandbox=str(config.get("sandbox")), recorded_complete=traj.complete,
+            sandbox=sandbox, on_this_machine=sandbox == "local", sandbox_info=dict(info.get("sandbox") or {}),
+            recorded_complete=traj.complete,
             prompt=StepComparison(index=0, tool="reset", observation=match, detail=detail),
             path_map=path_map, notes=notes,
         )
@@ -219,6 +331,10 @@ def format_report(report: ReplayReport) -> str:
     lines = [f"replaying {report.path}",
              f"  {report.env_id} seed={report.seed} sandbox={report.sandbox}"
              f"{'' if report.recorded_complete else ' (recording incomplete)'}"]
+    if report.on_this_machine:
+        where = report.sandbox_info.get("workspace")
+        lines.append(f"  ON THIS MACHINE: the recorded actions ran here, as this user, with no container"
+                     f"{f' (workspace {where})' if where else ''}")
     for step in [report.prompt, *report.steps]:
         label = "prompt" if step.index == 0 else f"step {step.index:>3}"
         flags = []

@@ -209,9 +209,22 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def _flag(record: EpisodeRecord, metric: str) -> float:
-    # No grade (a crash that could not be graded) is no medal and an invalid submission.
+    # No grade (a crash that could not be graded) is no medal and an invalid submission. A results file is
+    # untrusted input: only a true boolean counts (the env writes booleans; "no" must not read as a medal).
     grade = record.grade or {}
-    return 1.0 if grade.get(metric) else 0.0
+    return 1.0 if grade.get(metric) is True else 0.0
+
+
+def finite_number(value: Any) -> float | None:
+    """`value` as a float when it is a finite real number (not a bool, a string, an int past a float's
+    range, inf or nan); else None. Fields of a results file are untrusted and summed as given."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _summarize(records: Sequence[EpisodeRecord], *, with_score: bool) -> Summary:
@@ -226,20 +239,21 @@ def _summarize(records: Sequence[EpisodeRecord], *, with_score: bool) -> Summary
     if with_score:
         per_seed = []
         for s in seeds:
-            scores = [r.grade["score"] for r in by_seed[s] if r.grade and r.grade.get("score") is not None]
+            scores = [x for r in by_seed[s] if r.grade and (x := finite_number(r.grade.get("score"))) is not None]
             if scores:
                 per_seed.append(sum(scores) / len(scores))
         score = mean_sem(per_seed)
     crashed = sum(r.status == "crashed" for r in records)
     aborted = sum(r.status == "aborted" for r in records)
     medals = int(sum(_flag(r, "any_medal") for r in records))
-    with_usage = [r for r in records if r.usage and isinstance(r.usage.get("total_tokens"), (int, float))]
-    with_cost = [r for r in records if r.cost_usd is not None]
-    tokens = int(sum(r.usage["total_tokens"] for r in with_usage)) if with_usage else None  # type: ignore[index]
-    cost = sum(r.cost_usd for r in with_cost) if with_cost else None  # type: ignore[misc]
+    token_counts = [x for r in records if r.usage and (x := finite_number(r.usage.get("total_tokens"))) is not None]
+    costs = [x for r in records if (x := finite_number(r.cost_usd)) is not None]
+    tokens = int(sum(token_counts)) if token_counts else None
+    cost = sum(costs) if costs else None
     return Summary(
-        total_tokens=tokens, tokens_per_episode=tokens / len(with_usage) if tokens is not None else None,
-        total_cost_usd=cost, cost_per_episode_usd=cost / len(with_cost) if cost is not None else None,episodes=len(records), errors=crashed + aborted, crashed=crashed, aborted=aborted,
+        total_tokens=tokens, tokens_per_episode=tokens / len(token_counts) if tokens is not None else None,
+        total_cost_usd=cost, cost_per_episode_usd=cost / len(costs) if cost is not None else None,
+        episodes=len(records), errors=crashed + aborted, crashed=crashed, aborted=aborted,
                    competitions=len({r.competition for r in records}), seeds=seeds, rates=rates, score=score,
                    any_medal_ci=wilson_interval(medals, len(records)),
                    sample_data=any(r.sample_data for r in records))

@@ -18,7 +18,14 @@ import gymnasium as gym
 import pytest
 
 import mle_gym  # noqa: F401  (registers the environments)
-from mle_gym.errors import MLEGymError
+from mle_gym.errors import (
+    ContainerDiedError,
+    DockerUnavailableError,
+    GradingError,
+    MLEGymError,
+    SandboxError,
+    ShellDiedError,
+)
 from mle_gym.integrations.scripted_server import PLANS, ScriptedChatServer, scripted_reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,7 +183,7 @@ class _FailingPool:
 
     async def step(self, i: int, action: Any) -> tuple[str, float, bool, bool, dict]:
         self.steps += 1
-        raise MLEGymError("the sandbox container died")
+        raise ContainerDiedError("the sandbox container died")
 
     async def aclose(self) -> None:
         self.closed = True
@@ -197,6 +204,87 @@ def test_a_harness_error_fails_the_rollout_and_retires_its_slot(vfe: Any, keep_s
     assert "the sandbox container died" in errors[0] or "the sandbox container died" in errors[1], errors
     assert any("every mle-gym episode slot was retired" in e for e in errors), errors
     assert all(o["reward"] == 0.0 and not o["info"]["mle_gym"]["finished"] for o in outputs if o["info"].get("mle_gym"))
+
+
+HOST_PATH = "/var/lib/mle-gym-test/answers/private.csv"
+
+
+class _FaultInStepPool:
+    """A pool whose first step of each episode raises `fault` (an error the agent's actions may cause);
+    its resets succeed unless `reset_fault` is given for the resets after the first."""
+
+    def __init__(self, n: int, fault: MLEGymError, reset_fault: MLEGymError | None = None) -> None:
+        self.n, self.fault, self.reset_fault = n, fault, reset_fault
+        self.resets, self.steps, self.restarts = 0, 0, 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    async def reset(self, i: int, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        self.resets += 1
+        if self.reset_fault is not None and self.resets > 1:
+            raise self.reset_fault
+        return "the task", {"sandbox": {"backend": "none"}}
+
+    async def step(self, i: int, action: Any) -> tuple[str, float, bool, bool, dict]:
+        self.steps += 1
+        raise self.fault
+
+    def restart(self, i: int) -> None:
+        self.restarts += 1
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("fault", [
+    ShellDiedError(f"the helper stopped answering after a reply of 9 MB (its log: {HOST_PATH})"),
+    GradingError(f"the grader failed on /home/submission/submission.csv\nTraceback (most recent call last):\n"
+                 f'  File "{HOST_PATH}", line 3, in grade\nOverflowError: int too large'),
+    SandboxError("the warden was killed"),
+    MLEGymError("an error of a kind this adapter does not know"),
+], ids=lambda e: type(e).__name__)
+def test_a_fault_the_agent_may_have_caused_is_a_scored_rollout(vfe: Any, keep_signal_handlers: None,
+                                                               fault: MLEGymError) -> None:
+    pools: list[_FaultInStepPool] = []
+
+    def factory(env_id: str, n: int, options: dict) -> _FaultInStepPool:
+        pools.append(_FaultInStepPool(n, fault))
+        return pools[-1]
+
+    with ScriptedChatServer(["sample"]) as server:
+        outputs = _evaluate(vfe, server, seeds=2, max_episodes=1, pool_factory=factory, max_concurrent=1)
+    (pool,) = pools
+    assert pool.steps == 2 and pool.resets == 4 and pool.restarts == 0  # each rollout: its reset, then the slot's
+    for out in outputs:
+        episode = out["info"]["mle_gym"]
+        assert out["error"] is None, out["error"]  # not an infrastructure error: the trainer keeps the rollout
+        assert out["reward"] == 0.0 and episode["finished"] and episode["truncation_reason"] == "fault_in_step"
+        assert episode["fault"]["type"] == type(fault).__name__ and episode["fault"]["step"] == 1
+        message = episode["fault"]["message"]
+        assert HOST_PATH not in message and "Traceback" not in message
+        if isinstance(fault, GradingError):
+            assert message == ("GradingError: the grader failed on /home/submission/submission.csv "
+                               "(the traceback is in the log)")
+        assert "the environment failed while running your actions" in out["completion"][-1]["content"]
+
+
+def test_a_fault_in_step_whose_env_cannot_be_reset_after_it_is_ours(vfe: Any, keep_signal_handlers: None) -> None:
+    pools: list[_FaultInStepPool] = []
+
+    def factory(env_id: str, n: int, options: dict) -> _FaultInStepPool:
+        pools.append(_FaultInStepPool(n, ShellDiedError("the shell died"),
+                                      DockerUnavailableError(f"no Docker daemon at unix://{HOST_PATH}")))
+        return pools[-1]
+
+    with ScriptedChatServer(["sample"]) as server:
+        (out,) = _evaluate(vfe, server, seeds=1, max_episodes=1, pool_factory=factory)
+    (pool,) = pools
+    assert pool.restarts == 1  # the slot's env goes
+    error = str(out["error"])
+    assert "failed in step 1: ShellDiedError: the shell died; its environment could not be reset after it: " \
+           "DockerUnavailableError: no Docker daemon at unix://<host path>" in error, error
+    assert HOST_PATH not in error and not out["info"]["mle_gym"]["finished"]
 
 
 class _SlowPool:
@@ -337,3 +425,28 @@ def test_the_same_rollouts_run_with_episodes_on_ray(vfe: Any, keep_signal_handle
         assert out["error"] is None and episode["finished"] and episode["terminated"]
         assert out["reward"] == pytest.approx(direct[plan]["reward"])
         assert episode["grade"]["score"] == direct[plan]["grade"]["score"]
+
+
+@pytest.mark.docker
+def test_each_slot_container_gets_its_share_of_the_host(vfe: Any, keep_signal_handlers: None, docker_image: str,
+                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import docker
+    import verifiers as vf
+
+    from mle_gym.envs.host_memory import REGISTRY_ENV, memory_share_mib
+
+    monkeypatch.setenv(REGISTRY_ENV, str(tmp_path / "registry"))  # not counting the machine's other episodes
+    env = vfe.load_environment(seeds=2, max_episodes=2, env_options={"image": docker_image, "warm_pool": False})
+    client = docker.from_env()
+    try:
+        with ScriptedChatServer(["sample"]) as server:
+            outputs = env.evaluate_sync(client=vf.ClientConfig(api_base_url=server.base_url,
+                                                               api_key_var="NO_SUCH_KEY"), model="scripted")["outputs"]
+        names = [o["info"]["mle_gym"]["sandbox"]["container_name"] for o in outputs]
+        assert len(set(names)) == 2 and all(o["error"] is None for o in outputs)
+        # the slots' containers, still there until the env closes
+        assert [client.containers.get(n).attrs["HostConfig"]["Memory"] for n in names] == \
+               [memory_share_mib(2) * 2**20] * 2
+    finally:
+        env.close()
+        client.close()

@@ -75,3 +75,39 @@ def test_an_actor_that_dies_mid_episode_is_a_typed_error_and_leaks_no_container(
             await pool.aclose()
 
     asyncio.run(main())
+
+
+@pytest.mark.docker
+def test_each_container_gets_its_share_of_the_node(local_ray: None, docker_image: str) -> None:
+    """The node takes 4 episodes at once (its mle_gym_docker units): each container gets a quarter."""
+    import docker
+
+    from mle_gym.envs.host_memory import memory_share_mib
+
+    async def main() -> list[str]:
+        async with RayEpisodePool.make("mle/aerial-cactus", 2, data="sample", image=docker_image,
+                                       warm_pool=False) as pool:
+            infos = [info for _, info in await asyncio.gather(pool.reset(0, seed=0), pool.reset(1, seed=1))]
+            names = [info["sandbox"]["container_name"] for info in infos]
+            client = docker.from_env()
+            try:
+                return [client.containers.get(n).attrs["HostConfig"]["Memory"] for n in names]
+            finally:
+                client.close()
+
+    assert asyncio.run(main()) == [memory_share_mib(4) * 2**20] * 2
+
+
+def test_an_env_error_in_an_actor_arrives_as_itself_without_host_paths(local_ray: None, data_root: Path) -> None:
+    from mle_gym.errors import DatasetNotPreparedError
+
+    async def main() -> None:
+        async with RayEpisodePool.make("mle/aerial-cactus", 1, data="kaggle", sandbox="local") as pool:
+            with pytest.raises(DatasetNotPreparedError) as info:
+                await pool.reset(0, seed=0)
+            message = str(info.value)
+            assert message.startswith("the Kaggle data of aerial-cactus-identification is not prepared under "
+                                      "<host path>;"), message
+            assert str(data_root) not in message and "File " not in message
+
+    asyncio.run(main())

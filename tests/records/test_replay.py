@@ -29,6 +29,11 @@ print(len(rows), "rows written")
 """
 
 
+# These recordings are our own, made just above: replaying them on this machine is what the test means.
+LOCAL = {"sandbox": "local", "run_on_this_machine": True}
+LOCAL_FLAGS = ("--sandbox", "local", "--run-on-this-machine")
+
+
 def record_scripted_run(out_dir: Path, *, seed: int = 0) -> Path:
     """An episode an agent could have run: write a script, run it, look, validate, submit."""
     env = TrajectoryRecorder(gym.make("mle/aerial-cactus", data="sample", sandbox="local"), out_dir,
@@ -55,7 +60,7 @@ def scripted(tmp_path: Path) -> Path:
 
 
 def test_scripted_run_replays_without_divergence(scripted: Path) -> None:
-    report = replay_trajectory(scripted)
+    report = replay_trajectory(scripted, **LOCAL)
     assert report.reproduced and report.first_divergence is None
     assert report.prompt.observation == "normalised"  # the local workspace path differs per run
     assert [s.observation for s in report.steps] == [
@@ -76,7 +81,7 @@ def _rewrite_line(path: Path, lineno: int, change) -> None:
 def test_changed_observation_and_grade_are_reported(scripted: Path) -> None:
     _rewrite_line(scripted, 3, lambda r: r.update(observation=r["observation"].replace("rows written", "rows lost")))
     _rewrite_line(scripted, 8, lambda r: r["grade"].update(score=0.5))
-    report = replay_trajectory(scripted)
+    report = replay_trajectory(scripted, **LOCAL)
     assert not report.reproduced and report.first_divergence == 2
     step = report.steps[1]
     assert step.observation == "diverged" and step.tool == "bash"
@@ -87,7 +92,7 @@ def test_changed_observation_and_grade_are_reported(scripted: Path) -> None:
 def test_replay_of_an_incomplete_recording_compares_its_steps(scripted: Path) -> None:
     lines = scripted.read_text().splitlines(keepends=True)
     scripted.write_text("".join(lines[:4]))  # header + 3 steps, killed before the rest
-    report = replay_trajectory(scripted)
+    report = replay_trajectory(scripted, **LOCAL)
     assert not report.recorded_complete and len(report.steps) == 3
     assert report.reproduced and report.grade_matches is None
     assert any("incomplete" in note for note in report.notes)
@@ -95,7 +100,7 @@ def test_replay_of_an_incomplete_recording_compares_its_steps(scripted: Path) ->
 
 def test_replay_stops_where_the_new_episode_ends(scripted: Path) -> None:
     # Recorded with a larger step budget than the replay gets: the replay truncates at step 2.
-    report = replay_trajectory(scripted, max_steps=2)
+    report = replay_trajectory(scripted, max_steps=2, **LOCAL)
     assert [s.observation for s in report.steps[2:]] == ["not_replayed"] * 4
     assert not report.steps[1].end_matches and not report.reproduced
     assert report.prompt.observation == "diverged"  # the prompt states the step budget
@@ -104,7 +109,7 @@ def test_replay_stops_where_the_new_episode_ends(scripted: Path) -> None:
 
 
 def test_cli_replay_exit_codes_and_show(scripted: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["replay", str(scripted)]) == 0
+    assert main(["replay", str(scripted), *LOCAL_FLAGS]) == 0
     out = capsys.readouterr().out
     assert "REPRODUCED" in out and "grade: matches" in out
     assert main(["show", str(scripted), "--max-chars", "200"]) == 0
@@ -116,7 +121,7 @@ def test_cli_replay_exit_codes_and_show(scripted: Path, capsys: pytest.CaptureFi
     assert "grade: score=" in out and '"agent": "scripted-test"' in out
 
     _rewrite_line(scripted, 5, lambda r: r.update(observation="something else"))
-    assert main(["replay", str(scripted), "--json"]) == 1
+    assert main(["replay", str(scripted), "--json", *LOCAL_FLAGS]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["reproduced"] is False and data["first_divergence"] == 4
 

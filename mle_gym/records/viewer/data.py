@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mle_gym.errors import MLEGymError, TrajectoryError
+from mle_gym.records.reader import reading
 from mle_gym.records.trajectory import (
     Trajectory,
     load_trajectory,
@@ -18,6 +19,7 @@ from mle_gym.runs.rates import (
     RESULTS_FILE,
     EpisodeRecord,
     Status,
+    finite_number,
     load_results,
 )
 
@@ -54,25 +56,36 @@ class Episode:
         return "ep-" + digest[:10]
 
 
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else value if isinstance(value, str) else str(value)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _record_from_trajectory(traj: Trajectory) -> EpisodeRecord:
-    """A results row for a trajectory that has none (a bare trajectory file, or a run killed early)."""
+    """A results row for a trajectory that has none (a bare trajectory file, or a run killed early).
+
+    The header is untrusted: a field of the wrong type is shown as text (or left out), never a crash."""
     h = traj.header
-    meta = h.run_metadata or {}
+    meta = _dict(h.run_metadata)
     status: Status = "finished"
     error: str | None = None
     if traj.end is None:
         status, error = "crashed", "the recording stopped mid-episode (no closing record)"
     elif traj.end.end_reason == "error":
         status, error = "crashed", traj.end.error or "step() raised"
-    agent_info = h.agent or {}
+    agent_info = _dict(h.agent)
+    grade = traj.grade
     return EpisodeRecord(
         competition=h.competition or h.env_id or "?", seed=h.seed if h.seed is not None else 0,
         agent=str(meta.get("agent") or agent_info.get("name") or "unknown agent"),
-        model=meta.get("model") or agent_info.get("model"),
-        agent_options=meta.get("agent_options") or {}, env_options=meta.get("env_options") or {},
-        status=status, grade=traj.grade, reward=traj.total_reward, steps=len(traj.steps),
-        duration_s=traj.end.duration_s if traj.end is not None else 0.0, trajectory=str(traj.path),
-        error=error, data=h.data, sandbox=h.sandbox,
+        model=_text_or_none(meta.get("model") or agent_info.get("model")),
+        agent_options=_dict(meta.get("agent_options")), env_options=_dict(meta.get("env_options")),
+        status=status, grade=grade if isinstance(grade, dict) else None, reward=traj.total_reward,
+        steps=len(traj.steps), duration_s=traj.end.duration_s if traj.end is not None else 0.0,
+        trajectory=str(traj.path), error=error, data=h.data, sandbox=h.sandbox,
     )
 
 
@@ -81,6 +94,21 @@ def _load(path: Path) -> tuple[Trajectory | None, str | None]:
         return load_trajectory(path), None
     except TrajectoryError as exc:
         return None, str(exc)
+
+
+def _inside(file: Path, folder: Path) -> bool:
+    """Whether `file` (links resolved) lies in `folder`: a link in a run folder to a file elsewhere is skipped."""
+    try:
+        file.resolve().relative_to(folder.resolve())
+    except (ValueError, OSError):
+        log.warning("skipping %s: it leads out of %s", file, folder)
+        return False
+    return True
+
+
+def _episode(path: Path, traj: Trajectory) -> Episode:
+    with reading(path):
+        return Episode(_record_from_trajectory(traj), path, traj)
 
 
 def collect_episodes(paths: Sequence[Path | str]) -> list[Episode]:
@@ -100,21 +128,20 @@ def collect_episodes(paths: Sequence[Path | str]) -> list[Episode]:
             traj, error = _load(path)
             if traj is None:
                 raise ViewerInputError(f"{path} is not a trajectory: {error}")
-            episodes.append(Episode(_record_from_trajectory(traj), path, traj))
+            episodes.append(_episode(path, traj))
             continue
         folder = path.parent if path.is_file() else path
         rows = load_results(folder) if (folder / RESULTS_FILE).is_file() else []
         traj_dir = folder / TRAJECTORY_DIR if (folder / TRAJECTORY_DIR).is_dir() else folder
-        files = {f.name: f for f in sorted(traj_dir.glob("*.jsonl")) if f.name != RESULTS_FILE}
+        files = {f.name: f for f in sorted(traj_dir.glob("*.jsonl")) if f.name != RESULTS_FILE and _inside(f, folder)}
         if not rows and not files:
             raise ViewerInputError(f"{folder} holds no {RESULTS_FILE} and no trajectory .jsonl files; expected the "
                                    "folder `mle-gym run --out DIR` wrote, or a trajectory file")
         used: set[str] = set()
         for row in rows:
-            file = None
-            if row.trajectory:
-                recorded = Path(row.trajectory)
-                file = files.get(recorded.name) or (recorded if recorded.is_file() else None)
+            # A row's `trajectory` is untrusted: only its file name is used, looked up among the run folder's
+            # own files, so a results file cannot make the page open (and embed) a file elsewhere.
+            file = files.get(Path(row.trajectory).name) if row.trajectory else None
             if file is None:
                 episodes.append(Episode(row, None, load_error="no trajectory file recorded or found for this episode"))
                 continue
@@ -128,7 +155,7 @@ def collect_episodes(paths: Sequence[Path | str]) -> list[Episode]:
             if traj is None:
                 log.warning("skipping %s: %s", file, error)
                 continue
-            episodes.append(Episode(_record_from_trajectory(traj), file, traj))
+            episodes.append(_episode(file, traj))
     return episodes
 
 def _usage_tokens(usage: Any) -> tuple[int, int]:
@@ -137,8 +164,8 @@ def _usage_tokens(usage: Any) -> tuple[int, int]:
         return 0, 0
     def num(*keys: str) -> int:
         for k in keys:
-            v = usage.get(k)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = finite_number(usage.get(k))
+            if v is not None:
                 return int(v)
         return 0
     return num("prompt_tokens", "input_tokens"), num("completion_tokens", "output_tokens")
@@ -157,6 +184,7 @@ def episode_usage(traj: Trajectory | None) -> tuple[int, int, float | None]:
     for usage, c in sources:
         a, b = _usage_tokens(usage)
         tin, tout = tin + a, tout + b
-        if isinstance(c, (int, float)) and not isinstance(c, bool):
-            cost = (cost or 0.0) + float(c)
+        c = finite_number(c)
+        if c is not None:
+            cost = (cost or 0.0) + c
     return tin, tout, cost

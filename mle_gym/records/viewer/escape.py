@@ -39,7 +39,10 @@ def _fmt_num(value: Any) -> str:
     if isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
             return str(value)
-        return f"{value:.5g}"
+        try:
+            return f"{value:.5g}"
+        except OverflowError:  # an int past a float's range (a hand-made file): its size, not its digits
+            return f"<int of {value.bit_length():,} bits>"
     return str(value)
 
 

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mle_gym.errors import TrajectoryError
+from mle_gym.records.reader import SHAPE_ERRORS, reading
 from mle_gym.records.trajectory import (
     ModelCallRecord,
     StepRecord,
@@ -80,7 +82,7 @@ def _competition_rows(records: list[EpisodeRecord], report: RunReport,
         n = len(rs)
 
         def count(flag: str, rs: list[EpisodeRecord] = rs) -> int:
-            return sum(bool((r.grade or {}).get(flag)) for r in rs)
+            return sum((r.grade or {}).get(flag) is True for r in rs)  # as the rates count: only a true boolean
 
         fig = figures.get(comp)
         split = SPLIT_LABELS.get(getattr(fig, "complexity", None) or "", "?")
@@ -368,6 +370,23 @@ def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
 
 
+def _episode_html_or_note(e: Episode, max_chars: int) -> str:
+    """The episode's transcript; for a file with a field of a shape the recorder never writes, a note saying so."""
+    try:
+        with reading(e.path or "(no file)"):
+            return _episode_html(e, max_chars)
+    except TrajectoryError as exc:
+        return (f'<details class="episode" id="{e.anchor}">{_summary_or_plain(e)}<div class="body">'
+                f'<p class="warn">transcript not shown: {esc(exc)}</p></div></details>')
+
+
+def _summary_or_plain(e: Episode) -> str:
+    try:
+        return _episode_summary(e)
+    except SHAPE_ERRORS:
+        return f'<summary><span class="comp">{esc(e.record.competition)}</span> · seed {esc(e.record.seed)}</summary>'
+
+
 def render_page(episodes: Sequence[Episode], *, title: str = "mle-gym run",
                 max_chars: int = DEFAULT_MAX_CHARS) -> str:
     """The whole page as one string: table and plots per run identity, then every transcript."""
@@ -388,7 +407,7 @@ def render_page(episodes: Sequence[Episode], *, title: str = "mle-gym run",
     for label, eps in groups.items():
         if len(groups) > 1:
             body.append(f"<h3>{esc(label)}</h3>")
-        body += [_episode_html(e, max_chars) for e in eps]
+        body += [_episode_html_or_note(e, max_chars) for e in eps]
     csp = (f"default-src 'none'; style-src {_csp_hash(_CSS)}; script-src {_csp_hash(_JS)}; img-src data:; "
            "base-uri 'none'; form-action 'none'")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

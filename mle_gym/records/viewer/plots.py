@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from typing import Any
 
@@ -11,6 +10,7 @@ from mle_gym.runs.rates import (
     SPLIT_LABELS,
     EpisodeRecord,
     RunReport,
+    finite_number,
 )
 
 MEDAL_COLOURS = {"gold": "#c9a227", "silver": "#9ea3a8", "bronze": "#b0713a", "any": "#3f6fb0",
@@ -71,7 +71,7 @@ def _thresholds(grades: list[dict[str, Any]], competition: str) -> tuple[dict[st
     keys = {"median": "median_threshold", "bronze": "bronze_threshold", "silver": "silver_threshold",
             "gold": "gold_threshold"}
     for g in grades:
-        found = {k: float(g[v]) for k, v in keys.items() if isinstance(g.get(v), (int, float))}
+        found = {k: x for k, v in keys.items() if (x := finite_number(g.get(v))) is not None}
         if found:
             return found, g.get("is_lower_better")
     try:
@@ -92,8 +92,8 @@ def score_svg(competition: str, records: list[EpisodeRecord]) -> str:
     Better is always to the right (the axis is flipped when lower is better)."""
     grades = [r.grade for r in records if r.grade]
     thresholds, lower_better = _thresholds(grades, competition)
-    scores = [(r.seed, float(r.grade["score"]), r.grade.get("medal") or "none") for r in records
-              if r.grade and isinstance(r.grade.get("score"), (int, float)) and math.isfinite(r.grade["score"])]
+    scores = [(r.seed, score, str(r.grade.get("medal") or "none")) for r in records
+              if r.grade and (score := finite_number(r.grade.get("score"))) is not None]
     invalid = len(records) - len(scores)
     width, height, left, right = 640, 104, 16, 16
     parts = [_svg_open(width, height, f"{competition}: scores against the medal thresholds")]
