@@ -10,7 +10,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 
 LABELS = [
     "ETT - Abnormal", "ETT - Borderline", "ETT - Normal",
@@ -39,7 +39,7 @@ def _write_tables(new_train: pd.DataFrame, new_test: pd.DataFrame, annotations: 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Kaggle's train.csv split 90/10 (seed 0); train and test JPEGs and train annotations follow their rows."""
     old_train = read_csv(raw / "train.csv")
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     old_annotations = read_csv(raw / "train_annotations.csv")
     annotations = old_annotations[old_annotations["StudyInstanceUID"].isin(new_train["StudyInstanceUID"])]
     for split, frame in (("train", new_train), ("test", new_test)):
