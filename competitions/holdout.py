@@ -71,11 +71,13 @@ FIXED_SPLITS: dict[str, str] = {
 }
 """Supported competitions whose split does not depend on a seed: every episode holds out the same rows."""
 
+_FEW_SHEETS = ("each sample species has fewer than five sheets, whose last ones the split holds out without a draw, "
+               "so the same sheets are held out (their order and test names change with the seed); larger species, "
+               "as on Kaggle, are drawn")
+
 FIXED_ON_SAMPLE: dict[str, str] = {
-    "herbarium-2020-fgvc7": "each sample species has fewer than five sheets, whose last ones the split holds out "
-                            "without a draw (larger species, as on Kaggle, are drawn)",
-    "herbarium-2021-fgvc8": "each sample species has fewer than five sheets, whose last ones the split holds out "
-                            "without a draw (larger species, as on Kaggle, are drawn)",
+    "herbarium-2020-fgvc7": _FEW_SHEETS,
+    "herbarium-2021-fgvc8": _FEW_SHEETS,
 }
 """Competitions whose split varies with the seed on Kaggle's data but not on the sample data, and why."""
 

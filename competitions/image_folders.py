@@ -117,9 +117,14 @@ def _split_positions(n: int, test_size: float, seed: int) -> tuple[list[int], li
 
 
 def shuffled_test(test: dict[int, list[Item]]) -> list[Item]:
-    """The held-out images of all categories in one list, shuffled with random.Random(0) as MLE-bench does."""
+    """The held-out images of all categories in one list, shuffled with random.Random(0) as MLE-bench does.
+
+    Test images are renamed by their place in this order, so a held-out re-split shuffles with
+    its own seed too (`split_seed`): otherwise the same test name would carry the same class in
+    every re-split with as many held-out images per class.
+    """
     flat = [item for items in test.values() for item in items]
-    random.Random(0).shuffle(flat)
+    random.Random(split_seed(0)).shuffle(flat)
     return flat
 
 
