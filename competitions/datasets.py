@@ -206,13 +206,20 @@ def _same_file(handle: IO[str], path: Path) -> bool:
 
 
 def ensure_sample_data(comp: Competition, *, seed: int = 0, root: Path | None = None, episode: bool = False) -> Dataset:
-    """The competition's synthetic sample dataset for `seed`, generated on first use (`episode`: as episode data)."""
+    """The competition's synthetic sample dataset for `seed`, generated on first use.
+
+    `episode`: made for one episode (sample_seed="episode"), so evictable beyond the bound. Asked
+    for without it (a seed pinned by the user, used with no lease), data first made for an episode
+    is marked pinned, so no eviction removes it from under its user.
+    """
     found = find_dataset(comp, "sample", seed=seed, root=root)
-    if found is not None:
+    if found is not None and (episode or not _episode_marked(found.root)):
         return found
     with _lock(_folder(comp, "sample", seed, root)):
         found = find_dataset(comp, "sample", seed=seed, root=root)
         if found is not None:
+            if not episode and _episode_marked(found.root):
+                _write_marker(found.root, {**(read_marker(found.root) or {}), "episode": False})
             return found
         log.info("generating sample data for %s (seed %d)", comp.id, seed)
         return _build(comp, "sample", seed, root, lambda pub, priv: comp.generate_sample(pub, priv, seed),
@@ -324,6 +331,16 @@ def _use_file(folder: Path) -> Path:
     return folder.parent / f".{folder.name}.use"
 
 
+def _episode_marked(folder: Path) -> bool:
+    return (read_marker(folder) or {}).get("episode") is True
+
+
+def _write_marker(folder: Path, marker: dict[str, Any]) -> None:
+    staging = folder / f".{MARKER}.new"
+    staging.write_text(json.dumps(marker) + "\n")
+    os.replace(staging, folder / MARKER)
+
+
 def _last_used(folder: Path) -> float:
     for path in (_use_file(folder), folder / MARKER):
         try:
@@ -343,8 +360,7 @@ def evict_episode_data(comp: Competition, *, keep: int, root: Path | None = None
     base = (root or data_root()) / comp.id
     if not base.is_dir():
         return []
-    episode = [f for f in base.iterdir() if f.is_dir() and not f.name.startswith(".")
-               and (read_marker(f) or {}).get("episode") is True]
+    episode = [f for f in base.iterdir() if f.is_dir() and not f.name.startswith(".") and _episode_marked(f)]
     episode.sort(key=_last_used, reverse=True)
     removed = []
     for folder in episode[keep:]:
@@ -352,6 +368,8 @@ def evict_episode_data(comp: Competition, *, keep: int, root: Path | None = None
             if held is None:
                 continue  # an episode holds it
             with _lock(folder):
+                if not _episode_marked(folder):
+                    continue  # pinned (or removed) since it was listed
                 remove_dataset(folder)
                 (folder.parent / f".{folder.name}.lock").unlink(missing_ok=True)
             _use_file(folder).unlink(missing_ok=True)

@@ -20,7 +20,7 @@ TEST_SIZE = 0.1
 
 
 @functools.lru_cache(maxsize=None)
-def _pair(size: int, seed: int) -> tuple[int, int]:
+def _pair(size: int, seed: int = 0) -> tuple[int, int]:
     """The two rows pandas' `sample(2, random_state=seed)` picks from a whale's `size` photos: (to train, to test)."""
     first, second = np.random.RandomState(seed).choice(size, size=2, replace=False)
     return int(first), int(second)

@@ -22,6 +22,7 @@ from mle_gym.competitions.datasets import (
     find_dataset,
     holdout_folder,
     prepare_from_raw,
+    read_marker,
     remove_dataset,
 )
 from mle_gym.competitions.helpers import resplit_seed, split_seed
@@ -153,6 +154,26 @@ def test_the_public_folder_holds_none_of_the_held_out_labels(root: Path) -> None
         assert ours.read(tile) == theirs.read(tile)
 
 
+def _build_in_a_process(seed: int) -> float:
+    comp = get_competition("spaceship-titanic")
+    data = ensure_holdout_data(comp, ensure_sample_data(comp, seed=0), seed=seed)
+    return read_marker(data.root)["created"]
+
+
+def test_two_processes_building_one_resplit_build_it_once(root: Path) -> None:
+    import concurrent.futures
+    import multiprocessing
+
+    ensure_sample_data(get_competition("spaceship-titanic"), seed=0)
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=context) as pool:
+        made = list(pool.map(_build_in_a_process, [3, 3, 3, 3]))
+    assert len(set(made)) == 1  # every process found the one build, none rebuilt it
+    leftovers = [p.name for p in (root / "spaceship-titanic").iterdir() if p.name.startswith(".sample-0.holdout-3.")
+                 and p.is_dir()]
+    assert leftovers == []
+
+
 @pytest.mark.parametrize("name", ["spaceship-titanic", "spooky-author-identification", "random-acts-of-pizza"])
 def test_tabular_public_tables_hold_no_held_out_row(root: Path, name: str) -> None:
     comp = get_competition(name)
@@ -262,6 +283,17 @@ def test_episode_data_beyond_the_bound_is_evicted_but_never_while_held(root: Pat
     assert drawn.root.is_dir() and pinned.root.is_dir()
     again = ensure_holdout_data(comp, pinned, seed=2)  # evicted data is made again on demand
     assert again.root.is_dir()
+
+
+def test_episode_sample_data_a_pinned_seed_then_uses_is_never_evicted(root: Path) -> None:
+    comp = get_competition("spaceship-titanic")
+    drawn = ensure_sample_data(comp, seed=5, episode=True)
+    other = ensure_sample_data(comp, seed=6, episode=True)
+    made = read_marker(drawn.root)["created"]
+    assert ensure_sample_data(comp, seed=5) == drawn  # a user pins seed 5 (no lease)
+    assert read_marker(drawn.root)["created"] == made and read_marker(drawn.root)["episode"] is False  # not rebuilt
+    assert evict_episode_data(comp, keep=0) == [other.root]
+    assert drawn.private.is_dir() and not other.root.exists()
 
 
 def test_an_env_keeps_episode_data_to_its_bound(root: Path) -> None:
