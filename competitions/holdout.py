@@ -215,3 +215,17 @@ def resplit(comp: Competition, source_public: Path, public: Path, private: Path,
         RAW_VIEWS.get(comp.id, _link_all)(source_public, raw)
         with resplit_seed(seed):
             comp.prepare(raw, public, private)
+    for folder in (public, private):
+        _unshare(folder)
+
+
+def _unshare(folder: Path) -> None:
+    """Replace hard links to the source's files (a prepare that links or moves from `raw`) by copies:
+    setting this dataset's modes, or removing it, must never touch the source's files."""
+    for here, _, files in os.walk(folder):
+        for name in files:
+            path = Path(here) / name
+            if not path.is_symlink() and path.stat().st_nlink > 1:
+                copy = path.with_name(f".{name}.copy")
+                shutil.copyfile(path, copy)
+                os.replace(copy, path)

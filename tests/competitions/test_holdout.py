@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
+import stat
 import threading
 import zipfile
 from pathlib import Path
@@ -152,6 +155,23 @@ def test_the_public_folder_holds_none_of_the_held_out_labels(root: Path) -> None
     with zipfile.ZipFile(data.public / "test.zip") as ours, zipfile.ZipFile(source.public / "train.zip") as theirs:
         tile = min(held)
         assert ours.read(tile) == theirs.read(tile)
+
+
+def test_a_resplit_shares_no_file_with_its_source(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    comp = get_competition("spaceship-titanic")
+    source = ensure_sample_data(comp, seed=0)
+
+    def linking_prepare(raw: Path, public: Path, private: Path) -> None:  # a prepare that links from raw
+        os.link(raw / "train.csv", public / "train.csv")
+        shutil.copyfile(raw / "train.csv", private / "test.csv")
+
+    monkeypatch.setattr(comp.module, "prepare", linking_prepare)
+    data = ensure_holdout_data(comp, source, seed=8)
+    theirs = source.public / "train.csv"
+    assert (data.public / "train.csv").read_bytes() == theirs.read_bytes()
+    assert (data.public / "train.csv").stat().st_nlink == 1 and theirs.stat().st_nlink == 1
+    remove_dataset(data.root)  # makes its files writable first: the source's must stay read-only
+    assert stat.S_IMODE(theirs.stat().st_mode) == 0o444
 
 
 def _build_in_a_process(seed: int) -> float:
