@@ -6,7 +6,8 @@ words) and `competition.py`. What `competition.py` must and may define is the co
 protocol, written out in docs/competitions.md and checked by `protocol_problems` (the contract
 test runs it for every competition):
 
-- must: `prepare(raw, public, private)` (MLE-bench's split of the extracted Kaggle download)
+- must: `prepare(raw, public, private)` (MLE-bench's split of the extracted Kaggle download, its
+  draws seeded through `helpers.split_seed`, so `holdout.py` can re-run it on public data)
   and `make_raw(raw, seed, **sizes)` (a synthetic download shaped like Kaggle's, small by default);
 - may: `SAMPLE_RAW` (the `make_raw` sizes the sample data is made with; sample data is
   `prepare(make_raw(seed, **SAMPLE_RAW))`), `generate_sample(public, private, seed)` (only where

@@ -5,9 +5,15 @@ Layout under the data root (`$MLE_GYM_DATA`, default `~/.cache/mle-gym`), per co
 `sample-<seed>` or `kaggle`, with `-fixed` appended for task version "fixed" of a competition that
 version changes (`Competition.data_version`), so v1 and fixed data never share a folder; for
 Kaggle data also `download/` (the zip while it downloads), `raw/` (the extracted download, shared
-by both versions) and `mlebench/` (MLE-bench's task text, when fetched). A
-dataset is built in a temporary sibling folder, checked, and renamed into place, so a
-half-finished or failed build never looks prepared.
+by both versions) and `mlebench/` (MLE-bench's task text, when fetched). A held-out re-split of a
+dataset's public training data (holdout="train", `competitions.holdout`) lives beside its source as
+`<kind>.holdout-<seed>/`. A dataset is built in a temporary sibling folder, checked, and renamed
+into place, so a half-finished or failed build never looks prepared.
+
+Episode data (held-out re-splits, and sample data drawn per episode with sample_seed="episode")
+is marked `"episode": true` and kept to a bound per competition: an episode holds a shared lock
+on its dataset (`.<kind>.use`) while it runs, and `evict_episode_data` removes the least recently
+used ones beyond the bound that no episode holds.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import time
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -38,6 +44,7 @@ from mle_gym.errors import ChecksumMismatchError, DatasetNotPreparedError, Prepa
 log = logging.getLogger(__name__)
 
 DataKind = Literal["sample", "kaggle"]
+Holdout = Literal["mlebench", "train"]
 MARKER = "prepared.json"
 
 
@@ -54,6 +61,8 @@ class Dataset(BaseModel):
     sample_data: bool
     seed: int | None = None
     version: TaskVersion = "v1"
+    holdout: Holdout = "mlebench"
+    split_seed: int | None = None
 
 
 def data_root() -> Path:
@@ -137,10 +146,10 @@ def remove_dataset(folder: Path) -> None:
 
 def _build(
     comp: Competition, kind: DataKind, seed: int | None, root: Path | None, fill,
-    check: Callable[[Path, Path], dict[str, Any]] | None = None,
+    check: Callable[[Path, Path], dict[str, Any]] | None = None, *, folder: Path | None = None,
 ) -> Dataset:
     """Fill a staging folder, make its public part read-only, `check` it (raising aborts), rename it into place."""
-    final = _folder(comp, kind, seed, root)
+    final = folder or _folder(comp, kind, seed, root)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
@@ -165,27 +174,61 @@ def _build(
 @contextlib.contextmanager
 def _lock(folder: Path) -> Iterator[None]:
     """An exclusive lock beside a dataset folder, so parallel episodes build it once."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f".{folder.name}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with _flock(folder.parent / f".{folder.name}.lock", fcntl.LOCK_EX) as handle:
+        assert handle is not None
+        yield
+
+
+@contextlib.contextmanager
+def _flock(path: Path, operation: int) -> Iterator[IO[str] | None]:
+    """`path` opened and locked (None when LOCK_NB found it held). Eviction deletes lock files while
+    holding them, so a lock taken on a file since deleted is let go and taken again on the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        handle = open(path, "a")  # noqa: SIM115 (closed below, or by the caller's block)
         try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(handle, operation)
+        except BlockingIOError:
+            handle.close()
+            yield None
+            return
+        if _same_file(handle, path):
+            break
+        handle.close()
+    try:
+        yield handle
+    finally:
+        handle.close()  # closing lets the lock go
 
 
-def ensure_sample_data(comp: Competition, *, seed: int = 0, root: Path | None = None) -> Dataset:
-    """The competition's synthetic sample dataset for `seed`, generated on first use."""
+def _same_file(handle: IO[str], path: Path) -> bool:
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(handle.fileno())
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def ensure_sample_data(comp: Competition, *, seed: int = 0, root: Path | None = None, episode: bool = False) -> Dataset:
+    """The competition's synthetic sample dataset for `seed`, generated on first use.
+
+    `episode`: made for one episode (sample_seed="episode"), so evictable beyond the bound. Asked
+    for without it (a seed pinned by the user, used with no lease), data first made for an episode
+    is marked pinned, so no eviction removes it from under its user.
+    """
     found = find_dataset(comp, "sample", seed=seed, root=root)
-    if found is not None:
+    if found is not None and (episode or not _episode_marked(found.root)):
         return found
     with _lock(_folder(comp, "sample", seed, root)):
         found = find_dataset(comp, "sample", seed=seed, root=root)
         if found is not None:
+            if not episode and _episode_marked(found.root):
+                _write_marker(found.root, {**(read_marker(found.root) or {}), "episode": False})
             return found
         log.info("generating sample data for %s (seed %d)", comp.id, seed)
         return _build(comp, "sample", seed, root, lambda pub, priv: comp.generate_sample(pub, priv, seed),
-                      check=lambda pub, priv: {"generator": sample_generator_fingerprint(comp)})
+                      check=lambda pub, priv: {"generator": sample_generator_fingerprint(comp), "episode": episode})
 
 
 def load_dataset(comp: Competition, kind: DataKind, *, seed: int = 0, root: Path | None = None) -> Dataset:
@@ -199,6 +242,179 @@ def load_dataset(comp: Competition, kind: DataKind, *, seed: int = 0, root: Path
             f"run `mle-gym prepare {comp.id}` (needs Kaggle credentials), or use data=\"sample\""
         )
     return found
+
+
+# -- episode data: held-out re-splits, sample data drawn per episode ---------------------------
+def holdout_folder(source: Dataset, seed: int) -> Path:
+    """Where the held-out re-split of `source` with `seed` lives: beside it, named after it."""
+    return source.root.parent / f"{source.root.name}.holdout-{seed}"
+
+
+def _holdout_code(comp: Competition) -> str:
+    """A hash of the code a re-split runs: the competition's data code and the holdout module."""
+    digest = hashlib.sha256(sample_generator_fingerprint(comp).encode())
+    digest.update((Path(__file__).with_name("holdout.py")).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _holdout_dataset(source: Dataset, folder: Path, seed: int) -> Dataset:
+    return source.model_copy(update={"root": folder, "public": folder / "public", "private": folder / "private",
+                                     "holdout": "train", "split_seed": seed})
+
+
+def find_holdout_data(comp: Competition, source: Dataset, *, seed: int) -> Dataset | None:
+    """The held-out re-split of `source` with `seed`, or None when it is missing or older than its source or code."""
+    folder = holdout_folder(source, seed)
+    marker, made_from = read_marker(folder), read_marker(source.root)
+    if marker is None or made_from is None:
+        return None
+    if marker.get("source_created") != made_from.get("created") or marker.get("code") != _holdout_code(comp):
+        return None
+    return _holdout_dataset(source, folder, seed)
+
+
+def _tree_bytes(folder: Path) -> int:
+    return sum(os.lstat(os.path.join(here, name)).st_size for here, _, files in os.walk(folder) for name in files)
+
+
+def ensure_holdout_data(comp: Competition, source: Dataset, *, seed: int) -> Dataset:
+    """`comp`'s own split run again, with `seed`, on the public folder of `source` (holdout="train").
+
+    Reads `source.public` only: the source's private answers are never opened. Raises
+    HoldoutUnsupportedError where the split cannot be re-run on public data, and PrepareError
+    (naming the competition and seed) where the split fails on this public data.
+    """
+    from mle_gym.competitions.holdout import check_holdout, resplit
+
+    check_holdout(comp, source.kind)
+    found = find_holdout_data(comp, source, seed=seed)
+    if found is not None:
+        return found
+    folder = holdout_folder(source, seed)
+    with _lock(folder):
+        found = find_holdout_data(comp, source, seed=seed)
+        if found is not None:
+            return found
+        made_from = read_marker(source.root) or {}
+        if not source.sample_data:  # a re-split writes about as much as the public folder holds
+            check_free_space(folder.parent, _tree_bytes(source.public), f"the held-out re-split of {comp.id}")
+        log.info("re-splitting the public data of %s (%s, seed %d)", comp.id, source.root.name, seed)
+
+        def fill(public: Path, private: Path) -> None:
+            try:
+                resplit(comp, source.public, public, private, seed, source.kind)
+            except PrepareError:
+                raise
+            except (OSError, ValueError, KeyError) as exc:
+                raise PrepareError(
+                    f"re-running the split of {comp.id} on its public data ({source.public}) with seed {seed} failed: "
+                    f"{type(exc).__name__}: {exc}. This public data does not hold what its split needs; "
+                    'use holdout="mlebench" for it') from exc
+
+        _build(comp, source.kind, source.seed, None, fill, folder=folder, check=lambda pub, priv: {
+            "holdout": "train", "split_seed": seed, "source": source.root.name,
+            "source_created": made_from.get("created"), "code": _holdout_code(comp), "episode": True})
+        return _holdout_dataset(source, folder, seed)
+
+
+class DatasetLease:
+    """A shared hold on a dataset folder while an episode uses it: eviction leaves it alone until `release()`."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._stack = contextlib.ExitStack()
+        path = _use_file(folder)
+        self._stack.enter_context(_flock(path, fcntl.LOCK_SH))
+        os.utime(path)  # its time is the dataset's last use, which eviction orders by
+
+    def release(self) -> None:
+        """Let the hold go; safe to call twice."""
+        self._stack.close()
+
+
+def _use_file(folder: Path) -> Path:
+    return folder.parent / f".{folder.name}.use"
+
+
+def _episode_marked(folder: Path) -> bool:
+    return (read_marker(folder) or {}).get("episode") is True
+
+
+def _write_marker(folder: Path, marker: dict[str, Any]) -> None:
+    staging = folder / f".{MARKER}.new"
+    staging.write_text(json.dumps(marker) + "\n")
+    os.replace(staging, folder / MARKER)
+
+
+def _last_used(folder: Path) -> float:
+    for path in (_use_file(folder), folder / MARKER):
+        try:
+            return path.stat().st_mtime
+        except FileNotFoundError:
+            continue
+    return 0.0
+
+
+def evict_episode_data(comp: Competition, *, keep: int, root: Path | None = None) -> list[Path]:
+    """Remove `comp`'s episode datasets beyond the `keep` most recently used, but none an episode holds.
+
+    Only folders whose marker says `"episode": true` are removed (held-out re-splits, sample data
+    drawn per episode): data a user prepared or pinned by seed, and Kaggle data, are never touched.
+    Returns the folders removed.
+    """
+    base = (root or data_root()) / comp.id
+    if not base.is_dir():
+        return []
+    episode = [f for f in base.iterdir() if f.is_dir() and not f.name.startswith(".") and _episode_marked(f)]
+    episode.sort(key=_last_used, reverse=True)
+    removed = []
+    for folder in episode[keep:]:
+        with _flock(_use_file(folder), fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
+            if held is None:
+                continue  # an episode holds it
+            with _lock(folder):
+                if not _episode_marked(folder):
+                    continue  # pinned (or removed) since it was listed
+                remove_dataset(folder)
+                (folder.parent / f".{folder.name}.lock").unlink(missing_ok=True)
+            _use_file(folder).unlink(missing_ok=True)
+        removed.append(folder)
+    if removed:
+        log.info("removed %d episode dataset(s) of %s beyond the %d kept", len(removed), comp.id, keep)
+    return removed
+
+
+def open_episode_dataset(
+    comp: Competition, kind: DataKind, *, sample_seed: int, sample_per_episode: bool, holdout: Holdout,
+    split_seed: int, keep: int, root: Path | None = None,
+) -> tuple[Dataset, DatasetLease]:
+    """The dataset of one episode, held (release the lease when the episode is over), and old episode data evicted.
+
+    `sample_per_episode`: `sample_seed` was drawn for this episode (the data counts as episode
+    data). `holdout="train"`: the re-split with `split_seed` of that dataset's public folder.
+    """
+    source_folder = _folder(comp, kind, sample_seed if kind == "sample" else None, root)
+    source_lease = DatasetLease(source_folder)  # taken before building, so no eviction can remove it meanwhile
+    try:
+        if kind == "sample":
+            source = ensure_sample_data(comp, seed=sample_seed, root=root, episode=sample_per_episode)
+        else:
+            source = load_dataset(comp, "kaggle", root=root)
+        if holdout == "mlebench":
+            dataset, lease = source, source_lease
+        else:
+            lease = DatasetLease(holdout_folder(source, split_seed))
+            try:
+                dataset = ensure_holdout_data(comp, source, seed=split_seed)
+            except BaseException:
+                lease.release()
+                raise
+            source_lease.release()
+    except BaseException:
+        source_lease.release()
+        raise
+    evict_episode_data(comp, keep=keep, root=root)
+    return dataset, lease
 
 
 # -- Kaggle ---------------------------------------------------------------------------------

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import hashlib
 import shutil
 import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -14,6 +17,30 @@ import pandas as pd
 
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 """Every member of the zips we write carries this time, so a rebuild gives the same bytes."""
+
+_RESPLIT_SEED: contextvars.ContextVar[int | None] = contextvars.ContextVar("mle_gym_resplit_seed", default=None)
+
+
+def split_seed(base: int) -> int:
+    """The seed of a `prepare`'s split: `base` (MLE-bench's), or, inside `resplit_seed(seed)`, one mixed from both.
+
+    Every split a held-out re-split (holdout="train") should vary takes its seed through this,
+    so the default preparation stays MLE-bench's byte for byte.
+    """
+    seed = _RESPLIT_SEED.get()
+    if seed is None:
+        return base
+    return int.from_bytes(hashlib.sha256(f"{base}:{seed}".encode()).digest()[:4], "big")
+
+
+@contextlib.contextmanager
+def resplit_seed(seed: int) -> Iterator[None]:
+    """Within this block (this thread or task only), `split_seed` mixes `seed` into every split's seed."""
+    token = _RESPLIT_SEED.set(seed)
+    try:
+        yield
+    finally:
+        _RESPLIT_SEED.reset(token)
 
 
 def one_hot(frame: pd.DataFrame, id_column: str, label_column: str, classes: Sequence[str]) -> pd.DataFrame:

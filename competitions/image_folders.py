@@ -25,6 +25,8 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import split_seed
+
 Item = tuple[dict[str, Any], dict[str, Any]]
 """One labelled image of a COCO-style metadata file: its annotation and its image record."""
 
@@ -86,6 +88,7 @@ def split_categories(grouped: dict[int, list[Item]], test_size: float, *, few_to
     """
     train: dict[int, list[Item]] = {}
     test: dict[int, list[Item]] = {}
+    seed = split_seed(0)
     for category, items in grouped.items():
         n = len(items)
         if few_to_the_end and n == 1:
@@ -97,26 +100,31 @@ def split_categories(grouped: dict[int, list[Item]], test_size: float, *, few_to
             if n < 2:
                 raise ValueError(
                     f"category {category} has {n} image(s); expected at least 2 to put one in train and test")
-            kept, held = _split_positions(n, test_size)
+            kept, held = _split_positions(n, test_size, seed)
             train[category], test[category] = [items[i] for i in kept], [items[i] for i in held]
     return train, test
 
 
 @functools.lru_cache(maxsize=4096)
-def _split_positions(n: int, test_size: float) -> tuple[list[int], list[int]]:
-    """train_test_split's (seed 0) train and test positions among n items.
+def _split_positions(n: int, test_size: float, seed: int) -> tuple[list[int], list[int]]:
+    """train_test_split's train and test positions among n items (MLE-bench's seed is 0).
 
     They depend on n alone, so categories of equal size share one call: tens of thousands of
     categories cost a few hundred calls to scikit-learn.
     """
-    kept, held = train_test_split(np.arange(n), test_size=test_size, random_state=0)
+    kept, held = train_test_split(np.arange(n), test_size=test_size, random_state=seed)
     return kept.tolist(), held.tolist()
 
 
 def shuffled_test(test: dict[int, list[Item]]) -> list[Item]:
-    """The held-out images of all categories in one list, shuffled with random.Random(0) as MLE-bench does."""
+    """The held-out images of all categories in one list, shuffled with random.Random(0) as MLE-bench does.
+
+    Test images are renamed by their place in this order, so a held-out re-split shuffles with
+    its own seed too (`split_seed`): otherwise the same test name would carry the same class in
+    every re-split with as many held-out images per class.
+    """
     flat = [item for items in test.values() for item in items]
-    random.Random(0).shuffle(flat)
+    random.Random(split_seed(0)).shuffle(flat)
     return flat
 
 

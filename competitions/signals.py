@@ -15,16 +15,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mle_gym.competitions.helpers import split_seed
+
 
 def split_groups(n_groups: int, test_size: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the train and test groups as `train_test_split(groups, test_size, random_state=seed)` orders them.
 
     scikit-learn's shuffle split permutes positions only: splitting `range(n)` gives the
-    positions it would give for any list of n groups, without building the groups first.
+    positions it would give for any list of n groups, without building the groups first. The
+    seed passes through `split_seed`, so a held-out re-split (holdout="train") varies it.
     """
     from sklearn.model_selection import train_test_split
 
-    train, test = train_test_split(np.arange(n_groups), test_size=test_size, random_state=seed)
+    train, test = train_test_split(np.arange(n_groups), test_size=test_size, random_state=split_seed(seed))
     return np.asarray(train), np.asarray(test)
 
 

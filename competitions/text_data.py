@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 
 NEUTRAL_WORDS = (
     "the", "a", "of", "and", "to", "in", "on", "for", "with", "at", "from", "by", "about", "this", "that",
@@ -64,5 +64,5 @@ def split_tenth(raw: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     Both parts keep the shuffled order `train_test_split` gives them, and their original index.
     """
     old_train = read_csv(raw / "train.csv")
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     return new_train, new_test

@@ -6,9 +6,10 @@ import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from mle_gym.errors import GradingError, InvalidSubmissionError
 from mle_gym.grading.medals import (
@@ -57,6 +58,9 @@ class GradeReport(BaseModel):
     reason: str | None
     sample_data: bool
     n_teams: int | None
+    holdout: Literal["mlebench", "train"] = Field(
+        default="mlebench", description='what graded it: MLE-bench\'s private test, or (holdout="train") a '
+        "re-split of the public training data; such grades do not compare with MLE-bench's")
 
 
 def _report(

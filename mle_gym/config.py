@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 RewardMode = Literal["medal", "any_medal", "percentile"]
 PromptKind = Literal["own", "mlebench"]
@@ -18,7 +18,18 @@ class EnvConfig(BaseModel):
 
     competition: str
     data: Literal["sample", "kaggle"] = "sample"
-    sample_seed: int = Field(default=0, ge=0, description="which synthetic sample dataset to use")
+    sample_seed: int | Literal["episode"] = Field(
+        default=0, description='which synthetic sample dataset to use; "episode": a fresh one each episode, '
+                               "seeded by the reset's seed (kept on disk up to episode_data_keep)")
+    holdout: Literal["mlebench", "train"] = Field(
+        default="mlebench", description='what grades the agent: "mlebench", MLE-bench\'s private test; "train", the '
+        "competition's own split run again on its public training data with the reset's seed (the agent trains "
+        "on part of it and is graded on the rest; MLE-bench's answers are never opened). For training, not for "
+        "numbers to compare with MLE-bench")
+    episode_data_keep: int = Field(
+        default=8, ge=1, description="per competition, how many datasets made for episodes (holdout=\"train\" "
+        "re-splits, sample_seed=\"episode\" data) stay on disk; the least recently used beyond it that no "
+        "running episode holds are removed")
     version: Literal["v1", "fixed"] = Field(
         default="v1", description='the task version: "v1", MLE-bench as published (numbers compare with its '
         'leaderboard); "fixed", its known issues repaired (leaking files removed, MLE-bench\'s preparation bugs '
@@ -57,6 +68,18 @@ class EnvConfig(BaseModel):
     disk_limit: str | None = Field(default="20g", description="Docker: most bytes an episode may write (None: no limit)")
     warm_pool: bool | None = None
     sandbox_options: dict[str, Any] = Field(default_factory=dict, description="extra backend options")
+
+    @field_validator("sample_seed")
+    @classmethod
+    def _seed_not_negative(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 0:
+            raise ValueError(f'sample_seed must be an int >= 0 or "episode", got {value}')
+        return value
+
+    @property
+    def data_per_episode(self) -> bool:
+        """Whether each episode may get its own dataset (so its own sandbox data)."""
+        return self.holdout == "train" or self.sample_seed == "episode"
 
     def backend_options(self) -> dict[str, Any]:
         if self.sandbox == "local":

@@ -73,6 +73,10 @@ class KaggleDownloadError(PrepareError, ConnectionError):
     """Kaggle could not be reached, or a download stopped before its end."""
 
 
+class HoldoutUnsupportedError(PrepareError, ValueError):
+    """holdout="train" was asked of a competition whose split cannot be re-run on its public data."""
+
+
 class InsufficientDiskSpaceError(PrepareError):
     """The data root's disk has too little free space for a download, its extraction or its split."""
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from mle_gym.competitions.boxes import hex_ids
+from mle_gym.competitions.helpers import split_seed
 from mle_gym.grading.box_metrics import lyft_map, parse_lyft
 from mle_gym.grading.validation import align_to_answers, check_columns, check_ids
 from sklearn.model_selection import train_test_split
@@ -53,7 +54,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     log_ids = [log["token"] for log in logs]
     if len(log_ids) != len(set(log_ids)):
         raise ValueError("expected unique log tokens")
-    train_logs, test_logs = train_test_split(log_ids, test_size=TEST_SIZE, random_state=SEED)
+    train_logs, test_logs = train_test_split(log_ids, test_size=TEST_SIZE, random_state=split_seed(SEED))
     train_set, test_set = set(train_logs), set(test_logs)
     _dump([log for log in logs if log["token"] in train_set], train_dir / "log.json")
     _dump([log for log in logs if log["token"] in test_set], test_dir / "log.json")

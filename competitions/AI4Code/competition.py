@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.sequences import TOPICS, hex_id, topic_text
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.sequence_metrics import kendall_tau
@@ -54,7 +54,7 @@ def split_by_ancestor(ids: list[str], ancestors: list[object], size: int) -> tup
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out notebooks without relatives in training; their orders are the answers."""
-    ancestors = read_csv(raw / "train_ancestors.csv").sample(frac=1, random_state=0).reset_index(drop=True)
+    ancestors = read_csv(raw / "train_ancestors.csv").sample(frac=1, random_state=split_seed(0)).reset_index(drop=True)
     cells = ancestors.to_numpy(dtype=object)  # the objects MLE-bench's iterrows hands its dict, NaNs included
     train_ids, test_ids = split_by_ancestor(cells[:, ancestors.columns.get_loc(ID)].tolist(),
                                             cells[:, ancestors.columns.get_loc("ancestor_id")].tolist(),

@@ -10,7 +10,13 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import RawArchive, pack, read_csv, write_zip
+from mle_gym.competitions.helpers import (
+    RawArchive,
+    pack,
+    read_csv,
+    split_seed,
+    write_zip,
+)
 
 TARGET = "has_cactus"
 TEST_SIZE = 0.19
@@ -26,7 +32,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
         if missing:
             raise FileNotFoundError(f"{len(missing)} tiles of train.csv are not in {tiles.archive} "
                                     f"(nor extracted from it), e.g. {missing[:3]}")
-        new_train, new_test = train_test_split(old_train, test_size=TEST_SIZE, random_state=0)
+        new_train, new_test = train_test_split(old_train, test_size=TEST_SIZE, random_state=split_seed(0))
         new_train.to_csv(public / "train.csv", index=False)
         new_test.to_csv(private / "test.csv", index=False)
         new_test.assign(**{TARGET: 0.5}).to_csv(public / "sample_submission.csv", index=False)

@@ -16,6 +16,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import split_seed
 from mle_gym.grading.segmentation import alaska_weighted_auc
 from mle_gym.grading.validation import as_float
 
@@ -33,7 +34,7 @@ def test_size(n_covers: int) -> int:
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out covers (seed 42); each test image is its cover or one stego version (Python's random, seed 0)."""
     covers = sorted((raw / "Cover").glob("*.jpg"))
-    new_train, new_test = train_test_split(covers, test_size=test_size(len(covers)), random_state=SEED)
+    new_train, new_test = train_test_split(covers, test_size=test_size(len(covers)), random_state=split_seed(SEED))
     for folder in ["Cover", "Test", *ALGORITHMS]:
         (public / folder).mkdir(parents=True, exist_ok=True)
     for idx, path in enumerate(new_train, start=1):
@@ -41,7 +42,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
         for alg in ALGORITHMS:
             shutil.copyfile(raw / alg / path.name, public / alg / f"{idx:05d}.jpg")
     rows = []
-    draw = random.Random(SHUFFLE_SEED)  # the same stream as MLE-bench's random.seed(0) on the module-level generator
+    draw = random.Random(split_seed(SHUFFLE_SEED))  # the stream of MLE-bench's random.seed(0) on the module's generator
     draw.shuffle(new_test)
     for idx, path in enumerate(new_test, start=1):
         test_id = f"{idx:04d}.jpg"

@@ -10,7 +10,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 
 ID, TARGET = "id_code", "diagnosis"
 GRADE_SHARES = [0.49, 0.10, 0.27, 0.05, 0.09]  # roughly the real grade distribution
@@ -19,7 +19,7 @@ GRADE_SHARES = [0.49, 0.10, 0.27, 0.05, 0.09]  # roughly the real grade distribu
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of Kaggle's labelled training photos (seed 0) as the new test set."""
     old_train = read_csv(raw / "train.csv")
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     for folder, frame in (("train_images", new_train), ("test_images", new_test)):
         (public / folder).mkdir()
         for image_id in frame[ID]:

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
-from mle_gym.competitions.helpers import ZIP_TIME, RawArchive, write_zip
+from mle_gym.competitions.helpers import ZIP_TIME, RawArchive, split_seed, write_zip
 from mle_gym.competitions.sequences import sentence
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.sequence_metrics import mean_levenshtein
@@ -46,7 +46,7 @@ def _member(zf: zipfile.ZipFile, name: str) -> IO[bytes]:
 
 def split_lines(lines: Iterator[str], train: IO[str], answers: IO[str], masked: IO[str]) -> None:
     """MLE-bench's pass over the training lines (see the module docstring); writes the three outputs."""
-    rng = np.random.RandomState(0)
+    rng = np.random.RandomState(split_seed(0))
     state = rng.get_state()
     block = rng.random_sample(_BLOCK).tolist()
     used, test_count = 0, 0

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from mle_gym.competitions.helpers import split_seed
 from mle_gym.competitions.high_data import copy_files, read_csv_like_pandas2, tiny_png
 from mle_gym.competitions.image_labels import hex_ids
 from mle_gym.grading.science_metrics import mean_levenshtein
@@ -25,7 +26,7 @@ def image_path(image_id: str) -> Path:
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """20% of the labelled images held out (seed 0); images keep their nested paths under train/ and test/."""
     old_train = read_csv_like_pandas2(raw / "train_labels.csv")
-    new_train, new_test = train_test_split(old_train, test_size=0.2, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.2, random_state=split_seed(0))
     new_train.to_csv(public / "train_labels.csv", index=False)
     new_test.to_csv(private / "test.csv", index=False)
     for side, rows in (("train", new_train), ("test", new_test)):

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.image_folders import encode_example, tfrecord_ids, tiny_jpeg, write_tfrecords
 from mle_gym.grading.classification import check_sklearn_classes
 from mle_gym.grading.metrics import accuracy
@@ -46,7 +46,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     ld_train<i>/ld_test<i> in split order, keeping their record counts, and the test images
     (taken from train_images/) go to test_images/.
     """
-    train_shards, test_shards = train_test_split(_shards(raw / "train_tfrecords"), test_size=0.1, random_state=0)
+    train_shards, test_shards = train_test_split(_shards(raw / "train_tfrecords"), test_size=0.1, random_state=split_seed(0))
     test_ids = [name for shard in test_shards for name in tfrecord_ids(shard)]
     old_train = read_csv(raw / "train.csv")
     held_out = old_train[ID].isin(test_ids)

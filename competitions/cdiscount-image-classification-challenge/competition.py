@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import split_seed
 from mle_gym.competitions.image_labels import image_bytes, palette, tiny_image
 from mle_gym.grading.ranking import check_classes
 from mle_gym.grading.validation import align_to_answers, check_columns, check_ids
@@ -166,7 +167,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     category_id) and train_example.bson; each record as pymongo writes it back (`_id` first).
     """
     old_train = _read_labels(raw / "train.bson")
-    new_train, answers = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, answers = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     answers = answers.sort_values(by=ID)
     answers.to_csv(private / "answers.csv", index=False)
     answers[[ID]].assign(**{TARGET: SAMPLE_CATEGORY}).to_csv(public / "sample_submission.csv", index=False)

@@ -10,7 +10,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import RawArchive, pack
+from mle_gym.competitions.helpers import RawArchive, pack, split_seed
 
 
 def pixel_frame(image: Path | IO[bytes], stem: str) -> pd.DataFrame:
@@ -28,7 +28,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
         scans = [n for n in dirty.names("train") if n.endswith(".png")]
         if not scans:
             raise FileNotFoundError(f"expected the training scans (train/*.png) in {raw / 'train.zip'}")
-        _, test_scans = train_test_split(scans, test_size=0.2, random_state=0)
+        _, test_scans = train_test_split(scans, test_size=0.2, random_state=split_seed(0))
         test_names = {PurePosixPath(n).name for n in test_scans}
         for folder in ("train", "test", "train_cleaned"):
             (public / folder).mkdir()

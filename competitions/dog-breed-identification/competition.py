@@ -15,7 +15,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import one_hot, read_csv
+from mle_gym.competitions.helpers import one_hot, read_csv, split_seed
 
 ID = "id"
 BREEDS: list[str] = json.loads((Path(__file__).with_name("metadata.json")).read_text())["target_columns"]
@@ -24,7 +24,7 @@ BREEDS: list[str] = json.loads((Path(__file__).with_name("metadata.json")).read_
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of Kaggle's labelled photos (seed 0); the answers are one-hot rows."""
     old_train = read_csv(raw / "labels.csv")
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     answers = one_hot(new_test, ID, "breed", BREEDS)
     new_train.to_csv(public / "labels.csv", index=False)
     answers.to_csv(private / "test.csv", index=False)

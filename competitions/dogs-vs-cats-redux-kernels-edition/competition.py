@@ -9,7 +9,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import RawArchive, pack, zip_flat
+from mle_gym.competitions.helpers import RawArchive, pack, split_seed, zip_flat
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
@@ -19,7 +19,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
         if not photos:
             raise FileNotFoundError(
                 f"expected the labelled photos (train/cat.N.jpg, train/dog.N.jpg) in {raw / 'train.zip'}")
-        train_photos, test_photos = train_test_split(photos, test_size=0.1, random_state=0)
+        train_photos, test_photos = train_test_split(photos, test_size=0.1, random_state=split_seed(0))
         (public / "train").mkdir()
         counters = {"cat": 0, "dog": 0}
         for photo in train_photos:

@@ -9,7 +9,7 @@ import pandas as pd
 from pandas.api.types import infer_dtype
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import RawArchive, pack
+from mle_gym.competitions.helpers import RawArchive, pack, split_seed
 from mle_gym.competitions.sequences import TOPICS, topic_text
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.sequence_metrics import micro_f1_label_sets
@@ -27,7 +27,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     """
     with RawArchive(raw, "Train.zip") as archive:
         old_train = archive.read_csv("Train.csv", dtype={ID: str, TAGS: str})
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     new_test_without_labels = new_test.drop(columns=[TAGS])
     new_train.to_csv(public / "train.csv", index=False)
     new_test_without_labels.to_csv(public / "test.csv", index=False)

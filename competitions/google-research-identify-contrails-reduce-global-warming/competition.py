@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import split_seed
 from mle_gym.competitions.volumes import copy_tree, npy_shape
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.mask_metrics import align_sorted, check_ids_sorted, global_dice
@@ -38,7 +39,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     """
     train_metadata = json.loads((raw / "train_metadata.json").read_text())
     validation_metadata = json.loads((raw / "validation_metadata.json").read_text())
-    new_train, new_test = train_test_split(train_metadata, test_size=len(validation_metadata), random_state=SEED)
+    new_train, new_test = train_test_split(train_metadata, test_size=len(validation_metadata), random_state=split_seed(SEED))
     answers = []
     for sample in new_test:
         record = raw / "train" / sample["record_id"]

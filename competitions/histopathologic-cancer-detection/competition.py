@@ -10,13 +10,15 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import split_seed
+
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out labelled patches in the proportion Kaggle's test set had to the whole (seed 0)."""
     old_train = pd.read_csv(raw / "train_labels.csv")  # MLE-bench parses this one with the default floats
     n_test = len(list((raw / "test").glob("*.tif")))
     test_ratio = n_test / (len(old_train) + n_test)
-    train_ids, test_ids = train_test_split(old_train["id"], test_size=test_ratio, random_state=0)
+    train_ids, test_ids = train_test_split(old_train["id"], test_size=test_ratio, random_state=split_seed(0))
     new_train = old_train[old_train["id"].isin(train_ids)]
     new_test = old_train[old_train["id"].isin(test_ids)]
     for folder, ids in (("train", train_ids), ("test", test_ids)):

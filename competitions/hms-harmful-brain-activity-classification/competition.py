@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.high_data import (
     copy_files,
     copy_tree,
@@ -35,7 +35,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     what MLE-bench's grader makes of `test.csv` (also written, with every column).
     """
     old_train = read_csv(raw / "train.csv")
-    train_specs, test_specs = train_test_split(unique_values(old_train["spectrogram_id"]), test_size=0.1, random_state=0)
+    train_specs, test_specs = train_test_split(unique_values(old_train["spectrogram_id"]), test_size=0.1, random_state=split_seed(0))
     new_train = old_train[old_train["spectrogram_id"].isin(train_specs)]
     new_test = old_train[old_train["spectrogram_id"].isin(test_specs)]
     new_train.to_csv(public / "train.csv", index=False)

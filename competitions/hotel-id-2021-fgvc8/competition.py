@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.image_labels import copy_images, hex_ids, image_bytes, palette, tiny_image
 from mle_gym.grading.ranking import mean_average_precision_at_k, split_cells
 from mle_gym.grading.validation import align_to_answers, check_columns, check_ids
@@ -22,7 +22,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     """Kaggle's train.csv without the doubly listed photo, split 90/10 (seed 0); test photos lose their chain folder."""
     old_train = read_csv(raw / "train.csv")
     old_train = old_train[old_train[ID] != DUPLICATED]
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     new_train.to_csv(public / "train.csv", index=False)
     new_test[[ID, TARGET]].assign(**{TARGET: SAMPLE_GUESS}).to_csv(public / "sample_submission.csv", index=False)
     (public / "train_images").mkdir()

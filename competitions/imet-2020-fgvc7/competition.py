@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.image_labels import copy_images, hex_ids, image_bytes, palette, tiny_image
 from mle_gym.grading.ranking import label_sets_micro_f1, validate_label_sets
 
@@ -27,7 +27,7 @@ ATTRIBUTES = {
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Kaggle's train.csv split 85/15 (seed 0); labels.csv copied; the held-out artworks' images become test/."""
     old_train = read_csv(raw / "train.csv")
-    new_train, answers = train_test_split(old_train, test_size=0.15, random_state=0)
+    new_train, answers = train_test_split(old_train, test_size=0.15, random_state=split_seed(0))
     answers.to_csv(private / "answers.csv", index=False)
     new_train.to_csv(public / "train.csv", index=False)
     answers.assign(**{TARGET: "0 1 2"}).to_csv(public / "sample_submission.csv", index=False)

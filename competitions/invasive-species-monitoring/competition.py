@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import RawArchive, write_zip
+from mle_gym.competitions.helpers import RawArchive, split_seed, write_zip
 from mle_gym.competitions.sevenzip import extract_members, write_7z
 from mle_gym.competitions.tabular import tiny_image
 
@@ -45,7 +45,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     """
     with RawArchive(raw, "train_labels.csv.zip") as labels:
         old_train = labels.read_csv("train_labels.csv")
-    new_train, answers = train_test_split(old_train, test_size=0.2, random_state=0)
+    new_train, answers = train_test_split(old_train, test_size=0.2, random_state=split_seed(0))
     sample = answers.assign(**{TARGET: 0.5})
     answers.to_csv(private / "answers.csv", index=False)
     sample.to_csv(private / "sample_submission.csv", index=False)

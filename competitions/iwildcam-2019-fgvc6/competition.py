@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from mle_gym.competitions.helpers import read_csv, write_zip
+from mle_gym.competitions.helpers import read_csv, split_seed, write_zip
 from mle_gym.competitions.high_data import tiny_jpeg, unique_values
 from mle_gym.competitions.image_labels import hex_ids
 from mle_gym.grading.classification import int_classes
@@ -50,7 +50,7 @@ class _Images:
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Whole locations held out (10% of them, seed 8); photos zipped as train_images.zip and test_images.zip."""
     old_train = read_csv(raw / "train.csv")
-    _, test_locations = train_test_split(unique_values(old_train["location"]), test_size=TEST_SIZE, random_state=SEED)
+    _, test_locations = train_test_split(unique_values(old_train["location"]), test_size=TEST_SIZE, random_state=split_seed(SEED))
     held = old_train["location"].isin(test_locations)
     new_train, answers = old_train[~held], old_train[held]
     new_test = answers.drop(columns=["category_id"])

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import split_seed
 from mle_gym.competitions.image_labels import copy_images, hex_ids, image_bytes, palette, records_frame, tiny_image
 from mle_gym.grading.ranking import check_classes
 from mle_gym.grading.validation import align_to_answers, check_columns, check_ids
@@ -30,7 +31,7 @@ def _locations_split(images: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     until the held-out photos over (all photos + held-out photos) reach 0.22 and no longer exceed it."""
     counts = images["location"].value_counts()
     locations = images["location"].unique()
-    train, test = train_test_split(locations, test_size=TEST_SIZE, random_state=0)
+    train, test = train_test_split(locations, test_size=TEST_SIZE, random_state=split_seed(0))
     total, held = len(images), int(counts[test].sum())
     while held / (total + held) < TEST_SIZE:
         train, test = train[:-1], np.append(test, train[-1])

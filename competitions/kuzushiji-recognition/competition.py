@@ -14,7 +14,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import RawArchive, read_csv, write_zip
+from mle_gym.competitions.helpers import RawArchive, read_csv, split_seed, write_zip
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.segmentation import kuzushiji_f1
 from mle_gym.grading.validation import check_columns, check_ids
@@ -38,7 +38,7 @@ PERFECT_SUBMISSION = "gold_submission.csv"
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of the labelled pages (seed 0); their images are zipped anew as test_images.zip."""
     old_train = read_csv(raw / "train.csv")
-    new_train, new_test = train_test_split(old_train, test_size=TEST_SIZE, random_state=SEED)
+    new_train, new_test = train_test_split(old_train, test_size=TEST_SIZE, random_state=split_seed(SEED))
     new_train.to_csv(public / "train.csv", index=False)
     new_test.to_csv(private / "test.csv", index=False)
     with RawArchive(raw, "train_images.zip") as images:

@@ -14,7 +14,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import RawArchive, one_hot, pack
+from mle_gym.competitions.helpers import RawArchive, one_hot, pack, split_seed
 
 ID = "id"
 SPECIES: list[str] = json.loads((Path(__file__).with_name("metadata.json")).read_text())["target_columns"]
@@ -25,7 +25,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of Kaggle's labelled leaves (seed 0); the answers are one-hot rows."""
     with RawArchive(raw, "train.csv.zip") as tables:
         old_train = tables.read_csv("train.csv")
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     answers = one_hot(new_test, ID, "species", SPECIES)
     (public / "images").mkdir()
     (private / "images").mkdir()  # MLE-bench creates it and leaves it empty

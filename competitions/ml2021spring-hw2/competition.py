@@ -14,6 +14,7 @@ import pandas as pd
 from numpy.lib.format import open_memmap
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import split_seed
 from mle_gym.competitions.tabular import validate_labels
 from mle_gym.grading.metrics import accuracy
 
@@ -41,7 +42,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     old_labels = np.load(raw / FOLDER / "train_label_11.npy", mmap_mode="r")
     n_old_test = len(np.load(raw / FOLDER / "test_11.npy", mmap_mode="r"))
     test_share = n_old_test / (len(old_train) + n_old_test)
-    train_rows, test_rows = train_test_split(range(len(old_train)), test_size=test_share, random_state=0)
+    train_rows, test_rows = train_test_split(range(len(old_train)), test_size=test_share, random_state=split_seed(0))
     (public / FOLDER).mkdir(parents=True, exist_ok=True)
     _take(old_train, train_rows, public / FOLDER / "train_11.npy")
     np.save(public / FOLDER / "train_label_11.npy", np.asarray(old_labels[np.asarray(train_rows, dtype=np.intp)]))

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from mle_gym.competitions.helpers import RawArchive, pack
+from mle_gym.competitions.helpers import RawArchive, pack, split_seed
 
 N_SPECIES = 19
 DATASET = "mlsp_contest_dataset"
@@ -56,7 +56,7 @@ def _prepare(dataset: RawArchive, public: Path, private: Path) -> None:
 
     folds = dataset.read_csv(f"{src_essential}/CVfolds_2.txt")
     folds = folds[folds["fold"] == 0].reset_index(drop=True)
-    folds.loc[folds.sample(frac=0.2, random_state=0).index, "fold"] = 1
+    folds.loc[folds.sample(frac=0.2, random_state=split_seed(0)).index, "fold"] = 1
     new_ids = {int(old): new for new, old in enumerate(folds["rec_id"].to_numpy())}
     folds["rec_id"] = folds.index
     folds.to_csv(essential / "CVfolds_2.txt", index=False)

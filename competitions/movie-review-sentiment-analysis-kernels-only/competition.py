@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import RawArchive, write_zip
+from mle_gym.competitions.helpers import RawArchive, split_seed, write_zip
 from mle_gym.competitions.tabular import validate_labels
 from mle_gym.grading.metrics import accuracy
 
@@ -24,7 +24,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 30% of the phrases of train.tsv (seed 0), split phrase by phrase (not by sentence)."""
     with RawArchive(raw, "train.tsv.zip") as tables, tables.open("train.tsv") as handle:
         old_train = pd.read_csv(handle, sep="\t")
-    new_train, answers = train_test_split(old_train, test_size=0.3, random_state=0)
+    new_train, answers = train_test_split(old_train, test_size=0.3, random_state=split_seed(0))
     answers.to_csv(private / "answers.csv", index=False)
     answers[[ID]].assign(**{TARGET: 2}).to_csv(public / "sampleSubmission.csv", index=False)
     for name, frame in (("train.tsv", new_train), ("test.tsv", answers.drop(columns=[TARGET]))):

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 
 TARGET = "fare_amount"
 COLUMNS = ["key", TARGET, "pickup_datetime", "pickup_longitude", "pickup_latitude",
@@ -20,7 +20,7 @@ RTF = "GCP-Coupons-Instructions.rtf"
 
 
 def _write_split(rides: pd.DataFrame, public: Path, private: Path, n_test: int) -> None:
-    new_train, new_test = train_test_split(rides, test_size=n_test, random_state=0)
+    new_train, new_test = train_test_split(rides, test_size=n_test, random_state=split_seed(0))
     new_train.to_csv(public / "labels.csv", index=False)
     new_test.drop(columns=[TARGET]).to_csv(public / "test.csv", index=False)
     new_test[["key"]].assign(**{TARGET: SAMPLE_FARE}).to_csv(public / "sample_submission.csv", index=False)

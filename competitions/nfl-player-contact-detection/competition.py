@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from mle_gym.competitions.helpers import split_seed
 from mle_gym.competitions.high_data import (
     copy_files,
     placeholder,
@@ -32,7 +33,7 @@ TABLES = ["baseline_helmets", "player_tracking", "video_metadata"]  # train_<nam
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """10% of the game plays held out (seed 0): their labels are the answers, their tables and videos the test set."""
     old_train = read_csv_like_pandas2(raw / "train_labels.csv")
-    train_plays, test_plays = train_test_split(unique_values(old_train["game_play"]), test_size=0.1, random_state=0)
+    train_plays, test_plays = train_test_split(unique_values(old_train["game_play"]), test_size=0.1, random_state=split_seed(0))
     new_train = old_train[old_train["game_play"].isin(train_plays)]
     new_test = old_train[old_train["game_play"].isin(test_plays)]
     new_train.to_csv(public / "train_labels.csv", index=False)

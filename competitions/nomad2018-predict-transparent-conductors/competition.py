@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import RawArchive, pack
+from mle_gym.competitions.helpers import RawArchive, pack, split_seed
 
 TARGETS = ["formation_energy_ev_natom", "bandgap_energy_ev"]
 # Kaggle's sample submission uses these constants; MLE-bench keeps them.
@@ -24,7 +24,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     """Kaggle's train.csv split 90/10 (seed 0); both halves renumbered from 1, geometries follow their rows."""
     with RawArchive(raw, "train.csv.zip") as tables:
         old_train = tables.read_csv("train.csv")
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     train_map = {old: new for new, old in enumerate(new_train["id"], start=1)}
     test_map = {old: new for new, old in enumerate(new_test["id"], start=1)}
     new_train = new_train.assign(id=new_train["id"].map(train_map))

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.tabular import tiny_image, validate_listed_labels
 from mle_gym.grading.metrics import accuracy
 
@@ -29,7 +29,7 @@ def _copy(source: Path, dest: Path) -> None:
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Keep 75% of train.csv for training (seed 0); the rest become test_images/ with a blank sample label."""
     old_train = read_csv(raw / "train.csv")
-    new_train, new_test = train_test_split(old_train, train_size=0.75, random_state=0)
+    new_train, new_test = train_test_split(old_train, train_size=0.75, random_state=split_seed(0))
     new_train.to_csv(public / "train.csv", index=False)
     new_test[[ID]].assign(**{TARGET: ""}).to_csv(public / "sample_submission.csv", index=False)
     new_test.to_csv(private / "test.csv", index=False)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.image_labels import copy_images, hex_ids, image_bytes, tiny_image
 
 ID, TARGET = "Id", "Pawpularity"
@@ -21,7 +21,7 @@ FLAG_SHARE = [0.03, 0.77, 0.90, 0.86, 0.01, 0.07, 0.13, 0.05, 0.17, 0.17, 0.06, 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Kaggle's train.csv split 90/10 (seed 0); the sample submission draws scores from default_rng(0)."""
     old_train = read_csv(raw / "train.csv")
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     sample = new_test[[ID, TARGET]].copy()
     sample[TARGET] = np.random.default_rng(0).uniform(1, 100, len(sample)).round(2)
     new_train.to_csv(public / "train.csv", index=False)

@@ -10,7 +10,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 
 CLASSES = ["healthy", "multiple_diseases", "rust", "scab"]
 SIZE = 24
@@ -26,7 +26,7 @@ def _write(new_train: pd.DataFrame, answers: pd.DataFrame, public: Path, private
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Kaggle's labelled leaves split 90/10 (seed 0); images renamed Train_<i>/Test_<i> in split order."""
     old_train = read_csv(raw / "train.csv")
-    new_train, answers = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, answers = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     rename = {
         **{old: f"Train_{i}" for i, old in enumerate(new_train["image_id"].unique())},
         **{old: f"Test_{i}" for i, old in enumerate(answers["image_id"].unique())},

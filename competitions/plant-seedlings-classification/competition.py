@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import split_seed
 from mle_gym.competitions.tabular import tiny_image, validate_listed_labels
 from mle_gym.grading.metrics import accuracy
 
@@ -34,7 +35,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 14% of the labelled photos (seed 0) as test/; train/ keeps its species folders."""
     train_dir = raw / "train"
     old_train = _labelled(train_dir)
-    new_train, answers = train_test_split(old_train, test_size=0.14, random_state=0)
+    new_train, answers = train_test_split(old_train, test_size=0.14, random_state=split_seed(0))
     answers.to_csv(private / "answers.csv", index=False)
     answers.assign(**{TARGET: "Sugar beet"}).to_csv(public / "sample_submission.csv", index=False)
     (public / "test").mkdir(exist_ok=True)

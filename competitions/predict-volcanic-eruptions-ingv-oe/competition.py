@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.grading.tabular_metrics import rounded_mae
 from mle_gym.grading.validation import (
     align_to_answers,
@@ -32,7 +32,7 @@ SENSORS = [f"sensor_{i}" for i in range(1, 11)]
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of train.csv (seed 0); their segment files move from train/ to test/."""
     old_train = read_csv(raw / "train.csv")
-    new_train, answers = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, answers = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     answers.to_csv(private / "test.csv", index=False)
     new_train.to_csv(public / "train.csv", index=False)
     answers.assign(**{TARGET: 0}).to_csv(public / "sample_submission.csv", index=False)

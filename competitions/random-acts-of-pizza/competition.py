@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import write_zip
+from mle_gym.competitions.helpers import split_seed, write_zip
 
 TARGET = "requester_received_pizza"
 # Fields Kaggle's test.json keeps; train.json has these plus the "at retrieval" ones and the label.
@@ -66,7 +66,7 @@ def _prepare(raw: Path, public: Path, private: Path, drop: tuple[str, ...]) -> N
     old_test = json.loads((raw / "test.json").read_text())
     test_ratio = len(old_test) / (len(old_train) + len(old_test))
     test_fields = [key for key in old_test[0].keys() if key not in drop]
-    new_train, new_test = train_test_split(old_train, test_size=test_ratio, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=test_ratio, random_state=split_seed(0))
     _write(new_train, new_test, test_fields, public, private)
 
 

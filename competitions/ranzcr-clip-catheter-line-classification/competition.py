@@ -14,7 +14,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 
 LABELS = [
     "ETT - Abnormal", "ETT - Borderline", "ETT - Normal",
@@ -53,7 +53,7 @@ def prepare_fixed(raw: Path, public: Path, private: Path) -> None:
 
 def _prepare(raw: Path, public: Path, private: Path, classes: list[str]) -> None:
     old_train = read_csv(raw / "train.csv")
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     old_annotations = read_csv(raw / "train_annotations.csv")
     annotations = old_annotations[old_annotations["StudyInstanceUID"].isin(new_train["StudyInstanceUID"])]
     for split, frame in (("train", new_train), ("test", new_test)):

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.volumes import copy_tree, write_dicom, write_nifti
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.mask_metrics import SPINE_TARGETS, align_sorted, check_ids_sorted, spine_weighted_log_loss
@@ -26,7 +26,7 @@ def _split(old_train: pd.DataFrame, bbox_ids: list[str], seg_ids: list[str]) -> 
     a tenth of those with segmentations, and a tenth of those with both. The draws, their order
     and Python's rounding are MLE-bench's, so the same studies come out.
     """
-    rng = random.Random(SEED)
+    rng = random.Random(split_seed(SEED))
     n_train = round(len(old_train) * TRAIN_RATIO)
     seg_set = set(seg_ids)
     overlap = [uid for uid in bbox_ids if uid in seg_set]

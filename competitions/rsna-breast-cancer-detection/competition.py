@@ -10,7 +10,7 @@ import pandas as pd
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.volumes import write_dicom
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.mask_metrics import align_sorted, check_ids_sorted, probabilistic_fbeta
@@ -26,7 +26,7 @@ TEST_SIZE, SEED = 0.1, 42
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """10% of the patients held out (seed 42); one answer per patient and breast (`<patient_id>_<laterality>`)."""
     old_train = read_csv(raw / "train.csv")
-    _, test_patients = train_test_split(old_train["patient_id"].unique(), test_size=TEST_SIZE, random_state=SEED)
+    _, test_patients = train_test_split(old_train["patient_id"].unique(), test_size=TEST_SIZE, random_state=split_seed(SEED))
     held_out = old_train["patient_id"].isin(set(test_patients))
     new_train = old_train[~held_out].copy()
     answers = old_train[held_out][TEST_COLUMNS[:-1] + ["cancer"]].copy()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.high_data import copy_tree, placeholder
 from sklearn.model_selection import train_test_split
 
@@ -17,7 +17,7 @@ SCANS = ["FLAIR", "T1w", "T1wCE", "T2w"]  # the four MRI sequences of each study
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """10% of the labelled studies held out (seed 0); each study's folder of DICOM series copied whole."""
     old_train = read_csv(raw / "train_labels.csv", dtype={ID: str, TARGET: int})  # ids keep their zeros: 00012
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     for side, rows in (("train", new_train), ("test", new_test)):
         (public / side).mkdir()
         for study in rows[ID]:

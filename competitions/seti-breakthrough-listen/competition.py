@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.masks import hex_ids
 
 TEST_SIZE = 0.1
@@ -31,7 +31,7 @@ def _copy_snippets(raw: Path, ids: pd.Series, dest: Path) -> None:
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of the labelled snippets (seed 0); Kaggle's old leaky data is passed on untouched."""
     old_train = read_csv(raw / "train_labels.csv")
-    new_train, new_test = train_test_split(old_train, test_size=TEST_SIZE, random_state=SEED)
+    new_train, new_test = train_test_split(old_train, test_size=TEST_SIZE, random_state=split_seed(SEED))
     new_train.to_csv(public / "train_labels.csv", index=False)
     new_test.to_csv(private / "test.csv", index=False)
     shutil.copytree(raw / "old_leaky_data", public / "old_leaky_data", dirs_exist_ok=True)

@@ -17,7 +17,7 @@ from mle_gym.competitions.boxes import (
     hex_ids,
     write_placeholder_dicom,
 )
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.grading.box_metrics import parse_siim, siim_map
 from sklearn.model_selection import train_test_split
 
@@ -30,7 +30,7 @@ STUDY_LABELS = ["negative", "typical", "indeterminate", "atypical"]
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of the studies (seed 0) with their images; both tables sorted by id."""
     studies = read_csv(raw / "train_study_level.csv")
-    new_train_study, new_test_study = train_test_split(studies, test_size=TEST_SIZE, random_state=SEED)
+    new_train_study, new_test_study = train_test_split(studies, test_size=TEST_SIZE, random_state=split_seed(SEED))
     new_train_study = new_train_study.sort_values(by="id")
     new_test_study = new_test_study.sort_values(by="id")
     new_train_study.to_csv(public / "train_study_level.csv", index=False)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from mle_gym.competitions.helpers import split_seed
 from mle_gym.competitions.high_data import copy_tree, read_csv_like_pandas2
 from mle_gym.grading.science_metrics import haversine_m, positioning_score
 from mle_gym.grading.validation import check_columns, check_numeric
@@ -52,7 +53,7 @@ def prepare_fixed(raw: Path, public: Path, private: Path) -> None:
 def _prepare(raw: Path, public: Path, private: Path, hidden: tuple[str, ...]) -> None:
     drives = sorted(p.name for p in (raw / "train").iterdir() if p.is_dir())
     dates = sorted({drive_date(d) for d in drives})
-    _, test_dates = train_test_split(dates, test_size=0.1, random_state=0)
+    _, test_dates = train_test_split(dates, test_size=0.1, random_state=split_seed(0))
     answers = []
     for drive in drives:
         if drive_date(drive) not in test_dates:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import RawArchive, one_hot, pack
+from mle_gym.competitions.helpers import RawArchive, one_hot, pack, split_seed
 
 CLASSES = ["EAP", "HPL", "MWS"]
 # Kaggle's own sample submission carries these class priors; MLE-bench keeps them.
@@ -30,7 +30,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     """Kaggle's train.csv split 90/10 (seed 0); hidden answers are one-hot over EAP, HPL, MWS."""
     with RawArchive(raw, "train.zip") as archive:
         old_train = archive.read_csv("train.csv")
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     answers = one_hot(new_test, "id", "author", CLASSES)
     new_train.to_csv(public / "train.csv", index=False)
     new_test.drop(columns=["author"]).to_csv(public / "test.csv", index=False)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mle_gym.competitions.helpers import split_seed
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.tabular_metrics import mcrmse
 from mle_gym.grading.validation import as_float, check_columns, check_ids, check_numeric
@@ -42,7 +43,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     old_train = pd.read_json(raw / "train.json", lines=True)
     old_test = pd.read_json(raw / "test.json", lines=True)
     n_test = int(len(old_train) * 0.1)
-    held_out = old_train.index.isin(old_train[old_train["SN_filter"] > 0].sample(n=n_test, random_state=0).index)
+    held_out = old_train.index.isin(old_train[old_train["SN_filter"] > 0].sample(n=n_test, random_state=split_seed(0)).index)
     new_train, new_test = old_train[~held_out].copy(), old_train[held_out].copy()
     answers = _explode(new_test)
     answers.to_csv(private / "test.csv", index=False, float_format="%.10f")

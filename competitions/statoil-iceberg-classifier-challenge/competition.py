@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import split_seed
 from mle_gym.competitions.sevenzip import SevenZipFile, write_7z
 
 TEST_SIZE = 0.2
@@ -39,7 +40,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     old_train = _load_json(raw, "train.json")
     old_test = _load_json(raw, "test.json")
     test_fields = list(old_test[0].keys())
-    new_train, new_test = train_test_split(old_train, test_size=TEST_SIZE, random_state=SEED)
+    new_train, new_test = train_test_split(old_train, test_size=TEST_SIZE, random_state=split_seed(SEED))
     new_test_without_labels = [{key: sample[key] for key in test_fields} for sample in new_test]
 
     staging = private / "tmp_data"  # MLE-bench stages the JSON here and removes it afterwards

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.grading.classification import check_sklearn_classes
 from mle_gym.grading.metrics import accuracy
 from mle_gym.grading.validation import align_to_answers, check_columns, check_ids
@@ -27,7 +27,7 @@ FEATURES = NUMERIC + WILDERNESS + SOIL
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Kaggle's train.csv split 90/10 with seed 0; the labelled tenth becomes the hidden test set."""
     old_train = read_csv(raw / "train.csv")
-    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=0.1, random_state=split_seed(0))
     new_train.to_csv(public / "train.csv", index=False)
     new_test.to_csv(private / "test.csv", index=False)
     new_test.drop(columns=[TARGET]).to_csv(public / "test.csv", index=False)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 
 TARGET = "target"
 TEST_ROWS = 100_000
@@ -29,7 +29,7 @@ def _test_size(n_rows: int) -> int | float:
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 100,000 labelled rows (seed 0) and renumber ids: train 0..n-1, then test."""
     old_train = read_csv(raw / "train.csv")
-    new_train, new_test = train_test_split(old_train, test_size=_test_size(len(old_train)), random_state=0)
+    new_train, new_test = train_test_split(old_train, test_size=_test_size(len(old_train)), random_state=split_seed(0))
     new_train = new_train.assign(id=np.arange(len(new_train)))
     new_test = new_test.assign(id=np.arange(len(new_train), len(new_train) + len(new_test)))
     new_train.to_csv(public / "train.csv", index=False)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
+from mle_gym.competitions.helpers import split_seed
 from mle_gym.competitions.sequences import FILLER, TOPICS
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.sequence_metrics import binary_micro_f1
@@ -62,7 +63,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
             (public / TEST).open("w") as test_public:
         for chunk in pd.read_json(raw / TRAIN, orient="records", lines=True, chunksize=CHUNK_LINES):
             chunk["example_id"] = chunk["example_id"].astype(str)
-            new_train, new_test = train_test_split(chunk, test_size=0.1, random_state=0)
+            new_train, new_test = train_test_split(chunk, test_size=0.1, random_state=split_seed(0))
             train.write(new_train.to_json(orient="records", lines=True))
             test.write(new_test.to_json(orient="records", lines=True))
             test_public.write(new_test.copy()[TEST_KEYS].to_json(orient="records", lines=True))

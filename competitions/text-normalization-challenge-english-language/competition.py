@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import RawArchive, pack, write_zip
+from mle_gym.competitions.helpers import RawArchive, pack, split_seed, write_zip
 from mle_gym.grading.metrics import accuracy
 from mle_gym.grading.validation import align_to_answers, check_columns, check_ids
 
@@ -46,7 +46,7 @@ def split(raw: Path, public: Path, private: Path, lang: str) -> None:
     with RawArchive(raw, f"{lang}_train.csv.zip") as archive:
         old_train = archive.read_csv(f"{lang}_train.csv")
     sentences = old_train["sentence_id"].unique()
-    _, test_sentences = train_test_split(sentences, test_size=0.1, random_state=0)
+    _, test_sentences = train_test_split(sentences, test_size=0.1, random_state=split_seed(0))
     in_test = old_train["sentence_id"].isin(test_sentences)
     new_train, answers = old_train[~in_test].copy(), old_train[in_test].copy()
     for frame in (new_train, answers):

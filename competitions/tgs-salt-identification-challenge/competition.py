@@ -14,7 +14,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import RawArchive, pack, read_csv
+from mle_gym.competitions.helpers import RawArchive, pack, read_csv, split_seed
 from mle_gym.competitions.masks import blob_mask, hex_ids
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.segmentation import fill_blank, mean_precision_iou, rle_encode
@@ -30,7 +30,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 25% of the labelled images (seed 0); CSVs sorted by id; depths of the training images only."""
     with RawArchive(raw, ARCHIVE) as data:
         old_train = data.read_csv(f"{FOLDER}/train.csv").fillna("")
-        new_train, new_test = train_test_split(old_train, test_size=TEST_SIZE, random_state=SEED)
+        new_train, new_test = train_test_split(old_train, test_size=TEST_SIZE, random_state=split_seed(SEED))
         new_train.sort_values(by="id").to_csv(public / "train.csv", index=False)
         new_test.sort_values(by="id").to_csv(private / "test.csv", index=False)
         train_ids, test_ids = set(new_train["id"]), set(new_test["id"])

@@ -15,7 +15,7 @@ import pandas as pd
 from PIL import Image
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.masks import blob_mask
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.segmentation import dice_hausdorff_combo, fill_blank, rle_encode
@@ -32,7 +32,7 @@ def _split(old_train: pd.DataFrame) -> tuple[pd.Series, np.ndarray, dict[str, se
     parts = old_train["id"].str.split("_")
     case, day = parts.str[0], parts.str[1]
     unique_cases = case.unique()
-    _, test_cases = train_test_split(unique_cases, test_size=TEST_SIZE, random_state=SEED)
+    _, test_cases = train_test_split(unique_cases, test_size=TEST_SIZE, random_state=split_seed(SEED))
     is_test = case.isin(set(test_cases))
     moved: dict[str, set[str]] = {}
     for name, days in day[~is_test].groupby(case[~is_test]):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from mle_gym.competitions.boxes import copy_file, hex_ids, write_placeholder_dicom
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.grading.box_metrics import parse_vinbigdata, vinbigdata_map40
 from mle_gym.grading.validation import check_columns, check_ids
 from sklearn.model_selection import train_test_split
@@ -36,7 +36,7 @@ ANSWERS_SCORE = 0.9333333333333333
 def prepare(raw: Path, public: Path, private: Path) -> None:
     """Hold out 10% of the image ids (seed 0); answers keep each test image and class's first box."""
     old_train = read_csv(raw / "train.csv")
-    train_ids, test_ids = train_test_split(np.asarray(old_train["image_id"].unique(), dtype=object), test_size=TEST_SIZE, random_state=SEED)
+    train_ids, test_ids = train_test_split(np.asarray(old_train["image_id"].unique(), dtype=object), test_size=TEST_SIZE, random_state=split_seed(SEED))
     new_train = old_train[old_train["image_id"].isin(train_ids)]
     answers = old_train[old_train["image_id"].isin(test_ids)]
     sample = pd.DataFrame({"image_id": test_ids, "PredictionString": SAMPLE_PREDICTION})

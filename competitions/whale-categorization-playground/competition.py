@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions.helpers import read_csv
+from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.image_labels import copy_images, hex_ids, image_bytes, palette, tiny_image
 from mle_gym.grading.ranking import mean_average_precision_at_k, split_cells
 from mle_gym.grading.validation import align_to_answers, check_exact_columns, check_ids
@@ -20,9 +20,9 @@ TEST_SIZE = 0.1
 
 
 @functools.lru_cache(maxsize=None)
-def _pair(size: int) -> tuple[int, int]:
-    """The two rows pandas' `sample(2, random_state=0)` picks from a whale's `size` photos: (to train, to test)."""
-    first, second = np.random.RandomState(0).choice(size, size=2, replace=False)
+def _pair(size: int, seed: int = 0) -> tuple[int, int]:
+    """The two rows pandas' `sample(2, random_state=seed)` picks from a whale's `size` photos: (to train, to test)."""
+    first, second = np.random.RandomState(seed).choice(size, size=2, replace=False)
     return int(first), int(second)
 
 
@@ -32,17 +32,17 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     train become `new_whale`."""
     old_train = read_csv(raw / "train.csv")
     split = np.full(len(old_train), "undecided", dtype=object)
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(split_seed(0))
     rows = old_train.groupby(TARGET, sort=False).indices
     for whale in old_train[TARGET].unique():
         positions = rows[whale]
         if len(positions) >= 2:
-            to_train, to_test = _pair(len(positions))
+            to_train, to_test = _pair(len(positions), split_seed(0))
             split[positions[to_train]], split[positions[to_test]] = "train", "test"
         else:
             split[positions[0]] = rng.choice(["train", "test"], replace=False, p=[1 - TEST_SIZE, TEST_SIZE])
     remaining = old_train[split == "undecided"]
-    rest_train, rest_test = train_test_split(remaining, test_size=TEST_SIZE, random_state=0)
+    rest_train, rest_test = train_test_split(remaining, test_size=TEST_SIZE, random_state=split_seed(0))
     split[old_train.index.get_indexer(rest_train.index)] = "train"
     split[old_train.index.get_indexer(rest_test.index)] = "test"
     new_train = old_train[split == "train"].copy()

@@ -11,7 +11,8 @@ from typing import Any
 import gymnasium as gym
 
 from mle_gym.competitions import Competition, get_competition
-from mle_gym.competitions.datasets import Dataset, data_root, load_dataset
+from mle_gym.competitions.datasets import Dataset, DatasetLease, data_root, load_dataset, open_episode_dataset
+from mle_gym.competitions.holdout import check_holdout, holdout_problem
 from mle_gym.competitions.mlebench_text import MLEBenchText, load_mlebench_text
 from mle_gym.config import make_config
 from mle_gym.envs import host_memory
@@ -82,6 +83,10 @@ class MLEEnv(gym.Env[str, dict]):
     prompt ("own" | "mlebench": MLE-bench's text, fetched by `mle-gym prepare ID --mlebench-text`),
     reward, max_steps, time_limit_s, command_timeout_s, max_output_chars, and Docker options
     (image, cpus, memory, pids_limit, shm_size, network, gpus).
+    For training: holdout="train" grades each episode on a re-split of the public training data
+    made with the reset's seed (MLE-bench's answers are never opened; `info["grade"]["holdout"]`
+    says "train"); sample_seed="episode" draws fresh sample data per episode from the reset's seed.
+    Either way an episode whose data differs from the last one's gets a new sandbox over it.
 
     ## Reset Options
     `reset(options={"competition": ID})` switches to another competition with the same settings;
@@ -103,7 +108,17 @@ class MLEEnv(gym.Env[str, dict]):
                                                "competition (`mle-gym list` shows what is packaged)")
             competition = self.split[0]
         self.config = make_config(competition, options)
+        if self.config.holdout == "train" and self.split:
+            # a split env for training draws only from the competitions a re-split can be made for
+            left_out = [c for c in self.split if holdout_problem(get_competition(c).for_version(self.config.version), self.config.data) is not None]
+            self.split = [c for c in self.split if c not in left_out] or self.split[:1]
+            if left_out:
+                log.info('holdout="train": %d competition(s) of the split left out: %s', len(left_out), left_out)
+            competition = self.split[0]
+            self.config = self.config.model_copy(update={"competition": competition})
         self.competition: Competition = get_competition(competition).for_version(self.config.version)
+        if self.config.holdout == "train":
+            check_holdout(self.competition, self.config.data)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; expected one of {self.metadata['render_modes']}")
         self.render_mode = render_mode
@@ -112,6 +127,7 @@ class MLEEnv(gym.Env[str, dict]):
         self.tools = openai_tools()
         self.anthropic_tools = anthropic_tools()
         self.dataset: Dataset | None = None
+        self._lease: DatasetLease | None = None  # held on the dataset of the episode when it is made for episodes
         self._mlebench_text: MLEBenchText | None = None
         self.sandbox: Sandbox | None = None
         self._executor: ToolExecutor | None = None
@@ -163,7 +179,10 @@ class MLEEnv(gym.Env[str, dict]):
             options = {**(options or {}), "competition": drawn}
         if options:
             self._apply_reset_options(options)
-        if self.dataset is None:
+        if self.config.data_per_episode:
+            self._open_episode_data(seed)
+        elif self.dataset is None:
+            assert isinstance(self.config.sample_seed, int)
             self.dataset = load_dataset(self.competition, self.config.data, seed=self.config.sample_seed)
         if self.config.prompt == "mlebench" and self._mlebench_text is None:
             self._mlebench_text = load_mlebench_text(self.competition, root=data_root())
@@ -214,6 +233,9 @@ class MLEEnv(gym.Env[str, dict]):
             "data": self.config.data,
             "version": self.config.version,
             "sample_data": self.dataset.sample_data,
+            "holdout": self.dataset.holdout,
+            "sample_seed": self.dataset.seed,
+            "split_seed": self.dataset.split_seed,
             "tools": list(TOOL_NAMES),
             "max_steps": self.config.max_steps,
             "time_limit_s": self.config.time_limit_s,
@@ -221,6 +243,26 @@ class MLEEnv(gym.Env[str, dict]):
             **self._budget_info(),
         }
         return prompt, info
+
+    def _open_episode_data(self, seed: int | None) -> None:
+        """This episode's dataset (holdout="train", sample_seed="episode"), seeded by the reset's seed
+        (a draw from the env's generator when none is given), held while the episode runs."""
+        episode_seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
+        per_episode = self.config.sample_seed == "episode"
+        dataset, lease = open_episode_dataset(
+            self.competition, self.config.data, sample_seed=episode_seed if per_episode else int(self.config.sample_seed),
+            sample_per_episode=per_episode, holdout=self.config.holdout, split_seed=episode_seed,
+            keep=self.config.episode_data_keep,
+        )
+        old_lease, self._lease = self._lease, lease
+        if self.dataset is not None and dataset.root != self.dataset.root and self.sandbox is not None:
+            # the sandbox holds the last episode's public data: a new one is made over this one's
+            self._active = False
+            sandbox, self.sandbox, self._executor, self._submissions = self.sandbox, None, None, None
+            sandbox.close()
+        self.dataset = dataset
+        if old_lease is not None:
+            old_lease.release()
 
     def _apply_reset_options(self, options: dict[str, Any]) -> None:
         unknown = [key for key in options if key not in RESET_OPTIONS]
@@ -239,6 +281,8 @@ class MLEEnv(gym.Env[str, dict]):
         competition = get_competition(name).for_version(self.config.version)
         if competition.id == self.competition.id:
             return
+        if self.config.holdout == "train":
+            check_holdout(competition, self.config.data)
         # A new competition is new data in the sandbox: the old sandbox goes, one with the same
         # settings (config) is made for the new data in the reset that follows.
         self._active = False
@@ -376,6 +420,9 @@ class MLEEnv(gym.Env[str, dict]):
         if self._closed:
             return
         self._closed = True
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
         sandbox, self.sandbox = self.sandbox, None
         if sandbox is not None:
             try:

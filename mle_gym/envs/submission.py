@@ -52,7 +52,13 @@ class SubmissionService:
                                      version=self.competition.version)
 
     def grade(self, path: str | None) -> GradeReport:
-        """The grade of the file at `path` (None: nothing was submitted)."""
+        """The grade of the file at `path` (None: nothing was submitted), saying what graded it (`holdout`)."""
+        report = self._grade(path)
+        if self.dataset.holdout != report.holdout:
+            report = report.model_copy(update={"holdout": self.dataset.holdout})
+        return report
+
+    def _grade(self, path: str | None) -> GradeReport:
         comp = self.competition
         sample = self.dataset.sample_data
         version = comp.version
