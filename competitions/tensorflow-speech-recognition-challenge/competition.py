@@ -161,7 +161,7 @@ def prepare_fixed(raw: Path, public: Path, private: Path) -> None:
 def _copy_clips(raw: Path, targets: dict[str, Path]) -> None:
     """Write the clips named in `targets` (paths inside the download) to their paths, from train.7z or its folder."""
     if (raw / "train.7z").is_file():
-        extract_7z_members(raw / "train.7z", targets)
+        extract_members(raw / "train.7z", targets)
     else:
         for name, target in targets.items():
             shutil.copyfile(raw / name, target)
