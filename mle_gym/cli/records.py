@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mle_gym.errors import MLEGymError
+from mle_gym.errors import MLEGymError, TrajectoryError
 from mle_gym.records.reader import reading
 from mle_gym.records.trajectory import (
     StepRecord,
@@ -160,7 +160,11 @@ def format_transcript(traj: Trajectory, *, max_chars: int = 1500, prompt: bool =
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    for i, path in enumerate(args.trajectories):
+    paths = _expand(args.trajectories)  # a run folder stands for every trajectory in it, as in view and export
+    if not paths:
+        raise TrajectoryError(f"no trajectory (.jsonl) in {', '.join(args.trajectories)}; pass a trajectory file "
+                              "or a run folder (what `mle-gym run --out` wrote)")
+    for i, path in enumerate(paths):
         if i:
             print("\n" + "=" * 80 + "\n")
         traj = load_trajectory(path)
@@ -241,7 +245,8 @@ def _expand(paths: list[str]) -> list[str]:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="print a trajectory as a readable transcript")
-    p.add_argument("trajectories", nargs="+", metavar="TRAJ", help="trajectory .jsonl file(s)")
+    p.add_argument("trajectories", nargs="+", metavar="TRAJ_OR_RUN",
+                   help="trajectory .jsonl file(s), or a run folder (every trajectory in it)")
     p.add_argument("--max-chars", type=int, default=1500, help="clip observations to this many characters (0: all)")
     p.add_argument("--prompt", action="store_true", help="also print the task prompt")
     p.set_defaults(func=_cmd_show)

@@ -133,3 +133,16 @@ def test_cli_on_a_bad_file_reports_path_and_line(tmp_path: Path, capsys: pytest.
     assert f"{bad}, line 1: expected a header record first" in capsys.readouterr().err
     with pytest.raises(TrajectoryError):
         replay_trajectory(bad)
+
+
+def test_show_takes_a_run_folder_and_says_so_when_it_holds_none(
+        scripted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    (run / "trajectories").mkdir(parents=True)
+    (run / "trajectories" / scripted.name).write_bytes(scripted.read_bytes())
+    assert main(["show", str(run), "--max-chars", "200"]) == 0
+    assert "mle/aerial-cactus  data=sample  sandbox=local  seed=0" in capsys.readouterr().out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["show", str(empty)]) == 1
+    assert "no trajectory (.jsonl) in" in capsys.readouterr().err
