@@ -63,3 +63,23 @@ def test_device_requests_sent_to_docker(tmp_path: Path, monkeypatch: pytest.Monk
     assert DockerSandboxConfig(gpus_per_episode=1).gpus_per_episode == 1
     with pytest.raises(ValueError):
         DockerSandboxConfig(gpus_per_episode=0)
+
+
+def test_the_toolkit_hook_or_a_cdi_spec_counts_as_nvidia_support(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mle_gym.sandbox.docker.gpus import nvidia_support
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no toolkit binaries on this PATH
+    assert nvidia_support(["nvidia", "runc"]) == "runtime"
+    assert nvidia_support(["runc"]) is None
+    cdi = tmp_path / "cdi"
+    cdi.mkdir()
+    (cdi / "nvidia.yaml").write_text("cdiVersion: 0.5.0\n")
+    assert nvidia_support(["runc"], {"CDISpecDirs": [str(cdi), str(tmp_path / "missing")]}) == "cdi"
+    hook = tmp_path / "nvidia-container-runtime-hook"
+    hook.write_text("#!/bin/sh\n")
+    hook.chmod(0o755)
+    assert nvidia_support(["runc"]) == "hook"
+    # With the hook (no runtime named nvidia), gpus="auto" asks Docker for every GPU.
+    requests, _ = gpu_device_requests("auto", ["runc"], None, None, support="hook")
+    assert [r.count for r in requests] == [-1]
+    assert gpu_device_requests("auto", ["runc"], None, None) == ([], None)

@@ -70,7 +70,7 @@ from mle_gym.sandbox.docker.client import (
 )
 from mle_gym.sandbox.docker.config import DockerSandboxConfig
 from mle_gym.sandbox.docker.data_images import ensure_data_image
-from mle_gym.sandbox.docker.gpus import GPULease, gpu_device_requests
+from mle_gym.sandbox.docker.gpus import GPULease, gpu_device_requests, nvidia_support
 from mle_gym.sandbox.docker.image import DEFAULT_IMAGES, MANIFEST_PATH
 from mle_gym.sandbox.inside import InsideSandbox, LimitBreached
 from mle_gym.sandbox.owners import process_start_ticks
@@ -136,6 +136,7 @@ class DockerSandbox(InsideSandbox):
         self._gpus_got: list[str] = []
         self._device_requests: list[docker.types.DeviceRequest] = []
         self._gpu_lease: GPULease | None = None
+        self._gpu_support: str | None = None  # how the daemon passes NVIDIA GPUs (gpus.nvidia_support)
         self._box: _Box | None = None
         self._spare: concurrent.futures.Future[_Box] | None = None
         self._retiring: list[concurrent.futures.Future[None]] = []
@@ -588,10 +589,13 @@ class DockerSandbox(InsideSandbox):
         if gpus is None:
             return [], False
         try:
-            runtimes = sorted((client.info().get("Runtimes") or {}).keys())
+            info = client.info()
         except _DOCKER_ERRORS as exc:
             raise DockerUnavailableError(f"could not read the Docker daemon's info: {exc}") from exc
-        requests, self._gpu_lease = gpu_device_requests(gpus, runtimes, self.config.gpus_per_episode, self._gpu_lease)
+        runtimes = sorted((info.get("Runtimes") or {}).keys())
+        self._gpu_support = nvidia_support(runtimes, info)
+        requests, self._gpu_lease = gpu_device_requests(gpus, runtimes, self.config.gpus_per_episode, self._gpu_lease,
+                                                        support=self._gpu_support)
         return requests, bool(requests)
 
     # -- reporting ---------------------------------------------------------------------
@@ -635,5 +639,6 @@ class DockerSandbox(InsideSandbox):
             "gpus_per_episode": cfg.gpus_per_episode,
             "gpus_leased": list(self._gpu_lease.devices) if self._gpu_lease is not None else [],
             "gpus": list(self._gpus_got),
+            "gpu_support": self._gpu_support,
             "paths": self.paths.as_dict(),
         }

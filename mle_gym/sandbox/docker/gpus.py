@@ -12,6 +12,7 @@ lease of this process stopped, so consecutive episodes spread over the devices.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 import subprocess
@@ -24,6 +25,8 @@ from typing import Any
 import docker.types
 
 from mle_gym.errors import GPUUnavailableError
+
+log = logging.getLogger(__name__)
 
 _CURSOR = 0
 _CURSOR_LOCK = threading.Lock()
@@ -101,16 +104,41 @@ def lease_gpus(devices: Sequence[str], count: int, *, folder: Path | None = None
         "episodes at once, lower gpus_per_episode, or close finished envs.")
 
 
+def nvidia_support(runtimes: list[str], daemon_info: dict[str, Any] | None = None) -> str | None:
+    """How this daemon can hand NVIDIA GPUs to a container, or None: "runtime" (a runtime named nvidia),
+    "hook" (the NVIDIA Container Toolkit's prestart hook on this host, which Docker's own `--gpus`
+    support calls without any runtime of that name), "cdi" (an NVIDIA CDI spec in the daemon's CDI
+    folders). The hook and CDI checks read this host, so they hold for a local daemon."""
+    if "nvidia" in runtimes:
+        return "runtime"
+    if shutil.which("nvidia-container-runtime-hook") or shutil.which("nvidia-container-cli"):
+        return "hook"
+    for folder in (daemon_info or {}).get("CDISpecDirs") or []:
+        try:
+            if any(p.name.startswith("nvidia") for p in Path(folder).iterdir()):
+                return "cdi"
+        except OSError:
+            continue
+    return None
+
+
 def gpu_device_requests(
     gpus: Any, runtimes: list[str], per_episode: int | None, lease: GPULease | None,
+    support: str | None = None,
 ) -> tuple[list[docker.types.DeviceRequest], GPULease | None]:
-    """The device requests a container is created with, for `gpus` on a daemon with `runtimes`;
-    with `per_episode`, from a lease of that many devices (the one given, or a new one)."""
+    """The device requests a container is created with, for `gpus` on a daemon with `runtimes` (and the
+    NVIDIA `support` that `nvidia_support` found, when the caller looked); with `per_episode`, from a
+    lease of that many devices (the one given, or a new one)."""
     if gpus is None:
         return [], lease
-    has_nvidia = "nvidia" in runtimes
+    has_nvidia = support is not None or "nvidia" in runtimes
     if gpus == "auto":
         if not has_nvidia:
+            if host_gpus():
+                log.warning('gpus="auto": this host has NVIDIA GPUs, but the Docker daemon cannot pass them to a '
+                            "container (no nvidia runtime, no NVIDIA Container Toolkit hook, no CDI spec): the "
+                            "episode runs on CPU. Install nvidia-container-toolkit and run `sudo nvidia-ctk runtime "
+                            "configure --runtime=docker && sudo systemctl restart docker`.")
             return [], lease
         gpus = "all"
     if not has_nvidia:
