@@ -13,7 +13,7 @@ metric's min):
   starts from the file);
 - grade, answers cached: `Competition.grade`, the answers already in this process's cache;
 - grade, answers read: the same with the cache cleared first (the answers CSV read too);
-- isolated grade: `grade_isolated`, as the env grades (a forkserver child, which reads the answers;
+- isolated grade: `grade_isolated`, as the env grades (a grading worker, which reads the answers;
   registered competitions only, so the binary case);
 - MLE-bench grader: its `read_csv` of submission and answers plus its grader, in its own venv
   (`--mlebench-python`, skipped when that does not run). For the 10-class case MLE-bench has no

@@ -1,43 +1,50 @@
-"""Grading and validation in a child process with memory and time limits, so no submission can hurt the host.
+"""Grading and validation in a worker process with memory and time limits, so no submission can hurt the host.
 
 Parsing and scoring a submission runs code over data the agent wrote: 64 MB of unique strings
 costs about 700 MB once parsed, and a pathological CSV can keep the parser busy for a long time.
-`grade_isolated` and `validate_isolated` do that work in a child process whose address space is
-capped (RLIMIT_AS) and which the parent kills at a wall-clock deadline. A child that hits either
+`grade_isolated` and `validate_isolated` do that work in a worker process whose address space is
+capped (RLIMIT_AS) and which the parent kills at a wall-clock deadline. A worker that hits either
 limit, or dies from a signal, makes the submission invalid with a reason naming the limit; a
-GradingError in the child (missing answers, a grader bug) is raised again in the parent.
+GradingError in the worker (missing answers, a grader bug) is raised again in the parent.
 
-Children come from multiprocessing's forkserver, which imports this module and the competition
-registry (pandas, scikit-learn) once, so a child starts in milliseconds instead of re-importing
-them. Plain `fork` is never used: the host process has threads, and forking one is unsafe.
-Results come back as JSON text, so the parent never unpickles what the child sends.
+A worker is a fresh interpreter started with `subprocess` (`python -c`, running only this
+module's worker loop), not a `multiprocessing` child: so grading works from a daemonic process
+(Gymnasium's AsyncVectorEnv workers are daemonic, and multiprocessing forbids them children),
+never runs the parent's `__main__` again, and never forks a process that has threads. A worker
+belongs to the process that started it: after `fork` the child forgets its parent's workers
+(closing its copies of their sockets, never touching the processes) and starts its own. Requests
+and results travel as JSON over a socket pair, so the parent never unpickles what a worker sends;
+a worker's stray prints go to stderr. A worker ignores SIGINT (a run's second Ctrl-C still grades
+what is on disk) and exits when its parent does (end of file on its socket, or a new parent id).
 
-A child is a long-lived worker: it serves one request at a time and waits for the next, so the
-private answers it parsed stay in its memory (`mle_gym.grading.answers`) and the next grading
-or `validate_submission` of the same dataset skips reading them. Its memory limit is set anew
-before each request (what the work may add to the worker as it stands). A worker that hit a
-limit, failed, or served `_MAX_TASKS` requests is not used again; an idle one exits on its own
-after `_IDLE_EXIT_S` seconds, and a worker never sees two requests at once (concurrent gradings
-each get their own, up to `_MAX_IDLE` kept waiting).
+A worker is long-lived: it serves one request at a time and waits for the next, so the private
+answers it parsed stay in its memory (`mle_gym.grading.answers`) and the next grading or
+`validate_submission` of the same dataset skips reading them. Its memory limit is set anew before
+each request, from that request's limits (what the work may add to the worker as it stands). A
+worker that hit a limit, failed, or served `_MAX_TASKS` requests is not used again; an idle one
+exits on its own after `_IDLE_EXIT_S` seconds, and a worker never sees two requests at once
+(concurrent gradings each get their own, up to `_MAX_IDLE` kept waiting). Starting one costs an
+interpreter's imports (pandas, scikit-learn: about 3 s of CPU), which `warm_up` pays early and
+reuse amortizes; the time limit counts from the request, never the start.
 """
 
 from __future__ import annotations
 
+import atexit
 import errno
-import functools
-import io
+import importlib
 import json
 import logging
-import multiprocessing
 import os
 import resource
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 import traceback
-from multiprocessing import forkserver, popen_forkserver, spawn, util
 from multiprocessing.connection import Connection, wait
-from multiprocessing.context import ForkServerProcess, reduction, set_spawning_popen
 from pathlib import Path
 from typing import Any
 
@@ -53,16 +60,21 @@ log = logging.getLogger(__name__)
 GIB = 1024**3
 MIB = 1024**2
 
-# Imported once by the forkserver, so children start with them loaded. The competitions' own
-# modules are loaded per child (they are small), but the libraries they import are preloaded.
-_PRELOAD = ["mle_gym.grading.isolated", "mle_gym.competitions", "sklearn.model_selection", "PIL.Image"]
+# Imported by a worker before it says it is ready, so no request's time limit pays for them. The
+# competitions' own modules are loaded per request (they are small); the libraries they use are here.
+_PRELOAD = ["mle_gym.competitions", "sklearn.model_selection", "PIL.Image"]
 # pandas' C parser turns a failed allocation into a ParserError with one of these texts, not a
 # MemoryError (the second when the MemoryError is raised by the file read it calls back).
 _PARSER_OUT_OF_MEMORY = ("C error: out of memory", "C error: Calling read(nbytes) on source failed")
 # Exit status of a child that ran out of memory even while reporting it.
 _EXIT_OUT_OF_MEMORY = 75
-# How long a child that has sent its result may take to exit before it is killed.
+# How long a worker that ended without a result may take to exit before it is killed.
 _EXIT_GRACE_S = 5.0
+# How long a new worker may take to import what it needs (seconds of CPU on an idle machine; more
+# when many start at once on a loaded one) before the parent gives up on it.
+_START_TIMEOUT_S = 300.0
+# How often a worker checks that the process that started it still lives.
+_PARENT_CHECK_S = 1.0
 # A message about a submission can quote it (a header of a million columns, say): longer ones are
 # cut to this many characters, so a result always fits the parent's cap on what it reads.
 _MAX_MESSAGE_CHARS = 100_000
@@ -154,13 +166,17 @@ def validate_isolated(
 
 
 def warm_up() -> None:
-    """Start the forkserver now (a few seconds: it imports pandas and scikit-learn), not at the first grading."""
-    _context()
-    forkserver.ensure_running()
+    """Start a grading worker now, unless one is waiting (it imports pandas and scikit-learn: a few
+    seconds), so the first grading does not pay for it. Returns at once; the worker starts meanwhile.
+
+    Raises:
+        GradingError: no worker could be started (the host's process or memory limits).
+    """
+    _WORKERS.prestart()
 
 
 def _absolute(path: Path | None) -> str | None:
-    # The child's working directory is set from ours, but an absolute path leaves no doubt.
+    # The worker starts in our working directory, but ours may change after: an absolute path leaves no doubt.
     return None if path is None else str(Path(path).absolute())
 
 
@@ -182,122 +198,175 @@ def _limit_reason(work: str, verbs: str, result: dict[str, Any], limits: Grading
 
 
 # -- parent side -----------------------------------------------------------------------------------
-class _GradingPopen(popen_forkserver.Popen):
-    """The stdlib forkserver launch, minus running the parent's main script again in the child.
-
-    multiprocessing re-imports the parent's `__main__` in every forkserver or spawn child, so a
-    script without an `if __name__ == "__main__":` guard (one that makes an env and steps it at
-    top level, say) would start over inside the grading process. The child needs nothing from
-    `__main__`: it only runs this module's code. The rest is `popen_forkserver.Popen._launch`.
-    """
-
-    def _launch(self, process_obj: Any) -> None:
-        prep_data = spawn.get_preparation_data(process_obj._name)
-        prep_data.pop("init_main_from_name", None)
-        prep_data.pop("init_main_from_path", None)
-        buf = io.BytesIO()
-        set_spawning_popen(self)
-        try:
-            reduction.dump(prep_data, buf)
-            reduction.dump(process_obj, buf)
-        finally:
-            set_spawning_popen(None)
-        self.sentinel, w = forkserver.connect_to_new_process(self._fds)
-        _parent_w = os.dup(w)
-        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
-        with open(w, "wb", closefd=True) as f:
-            f.write(buf.getbuffer())
-        self.pid = forkserver.read_signed(self.sentinel)
-
-
-class _GradingProcess(ForkServerProcess):
-    @staticmethod
-    def _Popen(process_obj: Any) -> _GradingPopen:  # noqa: N802 (the stdlib's name)
-        return _GradingPopen(process_obj)
-
-
-@functools.lru_cache(maxsize=1)
-def _context() -> multiprocessing.context.ForkServerContext:
-    context = multiprocessing.get_context("forkserver")
-    # Applies when this call starts the forkserver (the first child of this process); a
-    # forkserver someone else already started serves children without the preload, only slower.
-    context.set_forkserver_preload(_PRELOAD)
-    return context
+# What a worker runs: SIGINT ignored from its first instruction (a Ctrl-C while it imports must not
+# end it either), the parent's import path (as multiprocessing's spawn passes it), then the loop.
+_BOOTSTRAP = (
+    "import signal, sys, json; signal.signal(signal.SIGINT, signal.SIG_IGN); sys.path[:] = json.loads(sys.argv[2]); "
+    "from mle_gym.grading.isolated import _worker_main; _worker_main(int(sys.argv[1]))"
+)
 
 
 class _Worker:
-    """One long-lived grading process and the parent's end of its pipe."""
+    """One long-lived grading process and the parent's end of its socket."""
 
-    def __init__(self, memory_bytes: int) -> None:
-        context = _context()
-        self.conn, child_end = context.Pipe(duplex=True)
-        self.memory_bytes = memory_bytes
-        self.process = _GradingProcess(target=_worker_main, args=(child_end, memory_bytes, _IDLE_EXIT_S), daemon=True,
-                                       name="mle-gym-grading-worker")
+    def __init__(self) -> None:
+        if not sys.executable:
+            raise GradingError("cannot start a grading process: sys.executable is empty (an embedded Python); "
+                               "run mle-gym from a Python interpreter with mle_gym installed")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            self.process.start()
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _BOOTSTRAP, str(theirs.fileno()), json.dumps(sys.path)],
+                stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
+            )
         except OSError as exc:
-            self.conn.close()
+            ours.close()
             raise GradingError(f"could not start a grading process: {exc}. Check the host's process and memory "
                                "limits.") from exc
         finally:
-            child_end.close()  # so that the worker's exit reads as end of file here
+            theirs.close()  # so that the worker's exit reads as end of file here
+        self.conn = Connection(ours.detach())
+        self.ready = False
         self.tasks = 0
         self.last_used = time.monotonic()
 
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_ready(self) -> None:
+        """Wait until the worker has imported what it needs (it says so once, before its first request)."""
+        if self.ready:
+            return
+        if not wait([self.conn], timeout=_START_TIMEOUT_S):
+            raise GradingError(f"the grading process did not start within {_START_TIMEOUT_S:g} s; the host may be "
+                               "overloaded. Run fewer episodes at once.")
+        payload = _receive(self.conn)
+        if payload is None or json.loads(payload).get("kind") != "ready":
+            raise GradingError(
+                f"the grading process exited with status {self.exitcode()} while starting; its error output is on "
+                f"this process's stderr. Check that `{sys.executable} -c 'import mle_gym.grading.isolated'` works.")
+        self.ready = True
+
+    def exitcode(self) -> int | None:
+        """The exit status of a worker that closed its socket (negative: the signal), None if it lingers."""
+        try:
+            return self.process.wait(_EXIT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
     def reusable(self) -> bool:
-        return (self.process.is_alive() and self.tasks < _MAX_TASKS
+        return (self.alive() and self.tasks < _MAX_TASKS
                 and time.monotonic() - self.last_used < _IDLE_EXIT_S - _REUSE_MARGIN_S)
 
     def stop(self) -> None:
         self.conn.close()
-        if self.process.is_alive():
+        if self.alive():
             self.process.kill()
-        if self.process.pid is not None:
-            self.process.join()
-        self.process.close()
+        self.process.wait()
+
+    def forget(self) -> None:
+        """In a forked child: close this process's copy of the socket; the worker stays its parent's."""
+        self.conn.close()
 
 
 class _Workers:
-    """The idle workers of this process, by memory limit; a worker is out of the list while it works."""
+    """The workers of this process: idle ones by age, busy ones while they serve a request."""
 
     def __init__(self) -> None:
         self._idle: list[_Worker] = []
+        self._busy: set[_Worker] = set()
         self._lock = threading.Lock()
+        self._owner = os.getpid()
+        # Workers of the process this one was forked from: kept (never waited on, never collected,
+        # so nothing reaps or warns about another process's child) and never used.
+        self._inherited: list[_Worker] = []
 
-    def take(self, memory_bytes: int) -> _Worker:
+    def after_fork_in_child(self) -> None:
+        """Forget the parent's workers: a worker serves the process that started it, only."""
+        inherited = [*self._idle, *self._busy]
+        self._idle, self._busy = [], set()
+        self._lock = threading.Lock()  # another thread of the parent may have held it at the fork
+        self._owner = os.getpid()
+        for worker in inherited:
+            worker.forget()
+        self._inherited.extend(inherited)
+
+    def _check_owner(self) -> None:
+        # A fork that skipped the at-fork hooks (a C extension calling fork()) is caught here.
+        if self._owner != os.getpid():
+            self.after_fork_in_child()
+
+    def take(self) -> _Worker:
+        self._check_owner()
         with self._lock:
             stale = [w for w in self._idle if not w.reusable()]
             self._idle = [w for w in self._idle if w not in stale]
-            found = next((w for w in reversed(self._idle) if w.memory_bytes == memory_bytes), None)
-            if found is not None:
-                self._idle.remove(found)
+            found = self._idle.pop() if self._idle else None
         for worker in stale:
             worker.stop()
-        return found if found is not None else _Worker(memory_bytes)
+        worker = found if found is not None else _Worker()
+        with self._lock:
+            self._busy.add(worker)
+        return worker
+
+    def replace(self, worker: _Worker) -> _Worker:
+        """A fresh worker in place of a busy one that went away."""
+        self._drop(worker)
+        return self.take_fresh()
+
+    def take_fresh(self) -> _Worker:
+        worker = _Worker()
+        with self._lock:
+            self._busy.add(worker)
+        return worker
+
+    def prestart(self) -> None:
+        self._check_owner()
+        with self._lock:
+            if any(w.reusable() for w in self._idle):
+                return
+            # Started under the lock, so that resets of several envs at once start one worker, not one each.
+            self._idle.append(_Worker())
 
     def give_back(self, worker: _Worker, healthy: bool) -> None:
         worker.tasks += 1
         worker.last_used = time.monotonic()
         if healthy and worker.reusable():
             with self._lock:
-                if len(self._idle) < _MAX_IDLE:
+                if worker in self._busy and len(self._idle) < _MAX_IDLE:
+                    self._busy.discard(worker)
                     self._idle.append(worker)
                     return
+        self._drop(worker)
+
+    def _drop(self, worker: _Worker) -> None:
+        with self._lock:
+            self._busy.discard(worker)
         worker.stop()
 
     def idle_pids(self) -> list[int]:
+        self._check_owner()
         with self._lock:
-            return [w.process.pid for w in self._idle if w.process.pid is not None]
+            return [w.pid for w in self._idle]
 
-    def shutdown(self) -> None:
+    def shutdown(self, *, busy: bool = False) -> None:
         with self._lock:
-            idle, self._idle = self._idle, []
-        for worker in idle:
+            ended, self._idle = self._idle, []
+            if busy:
+                ended += list(self._busy)
+                self._busy = set()
+        for worker in ended:
             worker.stop()
 
 
 _WORKERS = _Workers()
+os.register_at_fork(after_in_child=_WORKERS.after_fork_in_child)
+# At exit, the workers go with this process (busy ones too: only daemon threads can still wait on them).
+atexit.register(_WORKERS.shutdown, busy=True)
 
 
 def shutdown_workers() -> None:
@@ -312,25 +381,23 @@ def idle_worker_pids() -> list[int]:
 
 def _run_child(request: dict[str, Any], limits: GradingLimits) -> dict[str, Any]:
     """Run `request` in a grading worker; its result, or {"kind": "memory" | "timeout", ...}."""
-    message = json.dumps(request).encode()
-    worker = _WORKERS.take(limits.memory_bytes)
+    message = json.dumps({**request, "memory_bytes": limits.memory_bytes}).encode()
+    worker = _WORKERS.take()
     healthy = False
     try:
+        worker.wait_ready()
         try:
             worker.conn.send_bytes(message)
         except OSError:  # it went away while idle (killed from outside): one fresh worker, once
-            worker.stop()
-            worker = _Worker(limits.memory_bytes)
+            worker = _WORKERS.replace(worker)
+            worker.wait_ready()
             worker.conn.send_bytes(message)
-        if not wait([worker.conn, worker.process.sentinel], timeout=limits.timeout_s):
+        if not wait([worker.conn], timeout=limits.timeout_s):
             log.warning("%s: the %s process ran past %g s; killing it", request["competition_id"],
                         request["task"], limits.timeout_s)
             return {"kind": "timeout"}
         payload = _receive(worker.conn)
-        exitcode = None
-        if payload is None:
-            worker.process.join(_EXIT_GRACE_S)
-            exitcode = worker.process.exitcode
+        exitcode = worker.exitcode() if payload is None else None
         result = _outcome(request, payload, exitcode)
         healthy = payload is not None and result["kind"] != "memory" and not result.get("retire")
         return result
@@ -341,7 +408,7 @@ def _run_child(request: dict[str, Any], limits: GradingLimits) -> dict[str, Any]
 def _receive(receiver: Connection) -> bytes | None:
     try:
         return receiver.recv_bytes(_MAX_RESULT_BYTES)
-    except EOFError:  # the child ended without a result
+    except EOFError:  # the worker ended without a result
         return None
     except OSError as exc:  # longer than _MAX_RESULT_BYTES
         raise GradingError(f"the grading process sent a result over {_format_bytes(_MAX_RESULT_BYTES)}: {exc}") from exc
@@ -452,21 +519,42 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _worker_main(conn: Connection, memory_bytes: int, idle_exit_s: float) -> None:
-    # The user's Ctrl-C reaches the whole process group; a run's second Ctrl-C still grades what
-    # is on disk, so a worker leaves SIGINT to its parent, which ends it.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _watch_parent(parent: int) -> None:
+    """End this worker once the process that started it is gone (a parent killed outright, say,
+    or one whose forked child still holds the socket open, so no end of file comes)."""
+    while True:
+        time.sleep(_PARENT_CHECK_S)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
+def _worker_main(fd: int) -> None:
+    """The worker's loop, on the socket `fd` its parent passed: ready, then one request at a time."""
+    # Stray prints of a grader or a library go to stderr; stdout is the parent's (a CLI's JSON, say).
+    os.dup2(2, 1)
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
+    conn = Connection(fd)
     from mle_gym.grading import answers
 
+    for name in _PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:  # an optional library: the grader that needs it says so itself
+            log.debug("grading worker: %s is not importable: %s", name, exc)
     answers.set_cache_limit(_WORKER_ANSWERS_BYTES)
     start = _address_space()
+    try:
+        conn.send_bytes(json.dumps({"kind": "ready"}).encode())
+    except OSError:  # the parent went away while we started
+        return
     while True:
         try:
-            if not conn.poll(idle_exit_s):
+            if not conn.poll(_IDLE_EXIT_S):
                 return  # idle too long: the parent no longer reuses it
             request = json.loads(conn.recv_bytes())
         except (EOFError, OSError):  # the parent went away
             return
+        memory_bytes = int(request["memory_bytes"])
         _limit_memory(memory_bytes)
         result = _serve(request)
         # A worker that ran out of memory, or has kept more than a whole limit's worth (the heap
@@ -479,6 +567,8 @@ def _worker_main(conn: Connection, memory_bytes: int, idle_exit_s: float) -> Non
             conn.send_bytes(json.dumps(result).encode())
         except MemoryError:
             os._exit(_EXIT_OUT_OF_MEMORY)
+        except OSError:  # the parent went away while we worked
+            return
         if retire:
             conn.close()
             return

@@ -54,6 +54,15 @@ class EnvConfig(BaseModel):
         default="4g", description="memory the grading child process may add to parse and score one "
                                   "submission (beyond its start); over it, the submission is invalid")
     grading_timeout_s: float = Field(default=900.0, gt=0, description="wall clock the grading child may take")
+    validation_timeout_s: float = Field(
+        default=60.0, gt=0, description="wall clock one validate_submission check may take (at most "
+                                        "grading_timeout_s); over it the tool says so, and submit still grades")
+    max_validation_bytes: int = Field(
+        default=320 * 1024 * 1024, ge=1,
+        description="largest file validate_submission checks; a bigger one is not checked (the tool says so) but "
+                    "submit still grades it up to max_submission_bytes. 320 MiB is above any real MLE-bench "
+                    "submission (h-and-m's 1.37 million customers, 258 MiB) and bounds the host CPU one call costs",
+    )
     # Sandbox options, passed to the backend's config when set (Docker: see DockerSandboxConfig).
     image: str | None = None
     cpus: float | None = None

@@ -200,10 +200,13 @@ class MLEEnv(gym.Env[str, dict]):
         self.action_space.code_dir, self.action_space.data_dir = ".", paths.data
         if seed is not None:
             self.action_space.seed(seed)
+        grading = GradingLimits(memory_bytes=parse_size(self.config.grading_memory),
+                                timeout_s=self.config.grading_timeout_s)
         self._submissions = SubmissionService(
-            self.sandbox, self.competition, self.dataset, max_bytes=self.config.max_submission_bytes,
-            limits=GradingLimits(memory_bytes=parse_size(self.config.grading_memory),
-                                 timeout_s=self.config.grading_timeout_s),
+            self.sandbox, self.competition, self.dataset, max_bytes=self.config.max_submission_bytes, limits=grading,
+            validation_limits=grading.model_copy(
+                update={"timeout_s": min(self.config.validation_timeout_s, self.config.grading_timeout_s)}),
+            max_validation_bytes=self.config.max_validation_bytes,
         )
         self._executor = ToolExecutor(
             self.sandbox, command_timeout_s=self.config.command_timeout_s,

@@ -116,7 +116,8 @@ class RayEpisodePool:
             raise ValueError(f"n must be at least 1, got {n}")
         ray = _ray()
         if not ray.is_initialized():
-            raise RuntimeError("call ray.init() (or ray.init(address='auto') for a cluster) before making a RayEpisodePool")
+            raise RuntimeError("call ray.init(address='local') (a Ray instance of this process) or "
+                               "ray.init(address='auto') (the cluster this node is in) before making a RayEpisodePool")
         self.env_id, self.kwargs, self.resource = env_id, kwargs, resource
         options: dict[str, Any] = {"num_cpus": num_cpus, "max_restarts": 0, "max_concurrency": 1}
         if resource:

@@ -141,8 +141,10 @@ class RayRunner:
             runtime_env = {"env_vars": env_vars} if env_vars else None
             try:
                 if address == "local":
-                    ray.init(resources={RESOURCE: local_capacity or os.cpu_count() or 1}, include_dashboard=False,
-                             log_to_driver=False, runtime_env=runtime_env)
+                    # address="local" always starts a fresh instance; with no address Ray would join
+                    # one that `ray start` left running here, which refuses the resources below.
+                    ray.init(address="local", resources={RESOURCE: local_capacity or os.cpu_count() or 1},
+                             include_dashboard=False, log_to_driver=False, runtime_env=runtime_env)
                 else:
                     ray.init(address=address, log_to_driver=False, runtime_env=runtime_env)
             except Exception as exc:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -43,10 +45,26 @@ def _validate_in_process(comp: Competition, submission: Path, private: Path) -> 
     return True, f"{len(frame)} rows with columns {list(frame.columns)} match the expected format"
 
 
+def _grading_children() -> set[int]:
+    """This process's children that are grading workers, or dead and not yet reaped, from /proc."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:  # it ended meanwhile
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == os.getpid() and (state == "Z" or b"mle_gym.grading.isolated" in cmdline):
+            found.add(int(entry.name))
+    return found
+
+
 def _no_children_left() -> bool:
     """No grading is running: the only children left are idle workers waiting for the next request."""
-    idle = set(idle_worker_pids())
-    return not [p for p in multiprocessing.active_children() if p.name.startswith("mle-gym-") and p.pid not in idle]
+    return _grading_children() == set(idle_worker_pids())
 
 
 def _big_submission(path: Path, rows: int = 1_000_000) -> Path:
@@ -190,10 +208,8 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
 
 # -- long-lived workers ------------------------------------------------------------------------------
 def test_a_worker_serves_the_next_request_and_sees_changed_answers(tmp_path: Path) -> None:
-    import os
     import shutil
     import signal
-    import time
 
     shutdown_workers()
     comp, data, sample = _sample(CACTUS)
@@ -253,3 +269,63 @@ def test_concurrent_gradings_each_get_a_worker_of_their_own(tmp_path: Path) -> N
     assert reports == [comp.grade(p, data.private, sample_data=True) for p in files]
     assert len({r.score for r in reports}) == 6
     assert _no_children_left()
+
+
+# -- who owns a worker: daemonic processes, forks, a parent that dies ---------------------------------
+def _grade_in_child(queue: multiprocessing.Queue) -> None:
+    comp, data, sample = _sample(CACTUS)
+    report = grade_isolated(CACTUS, sample, data.private, sample_data=True)
+    queue.put((report == comp.grade(sample, data.private, sample_data=True), idle_worker_pids()))
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_daemonic_process_grades_in_a_worker_of_its_own(method: str) -> None:
+    """Gymnasium's AsyncVectorEnv workers are daemonic; multiprocessing forbids them children of its own kind."""
+    _, data, sample = _sample(CACTUS)
+    assert validate_isolated(CACTUS, sample, data.private)[0]  # this process holds a worker when it forks
+    held = idle_worker_pids()
+    assert held
+    context = multiprocessing.get_context(method)
+    queue = context.Queue()
+    child = context.Process(target=_grade_in_child, args=(queue,), daemon=True)
+    child.start()
+    try:
+        same, theirs = queue.get(timeout=300)
+    finally:
+        child.join(60)
+    assert child.exitcode == 0
+    assert same and len(theirs) == 1 and theirs[0] not in held
+    assert set(held) <= set(idle_worker_pids())  # the child neither used nor ended its parent's worker
+    assert validate_isolated(CACTUS, sample, data.private)[0]
+
+
+def test_a_worker_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
+    _, data, sample = _sample(CACTUS)
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from mle_gym.grading.isolated import idle_worker_pids, validate_isolated
+        assert validate_isolated({CACTUS!r}, Path({str(sample)!r}), Path({str(data.private)!r}))[0]
+        print(idle_worker_pids()[0], flush=True)
+        time.sleep(600)
+    """))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        worker = int(parent.stdout.readline())
+        assert _state(worker) not in (None, "Z")
+    finally:
+        parent.kill()  # no exit handler runs: the worker must notice on its own
+        parent.wait()
+    deadline = time.monotonic() + 60
+    while _state(worker) not in (None, "Z") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _state(worker) in (None, "Z"), "the grading worker outlived the process that started it"
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None

@@ -410,7 +410,7 @@ def test_the_same_rollouts_run_with_episodes_on_ray(vfe: Any, keep_signal_handle
         made.append(RayEpisodePool.make(env_id, n, **env_options))
         return made[-1]
 
-    ray.init(num_cpus=2, resources={RESOURCE: 2}, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, resources={RESOURCE: 2}, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"MLE_GYM_DATA": str(data_root)}})
     try:
         with ScriptedChatServer() as server:

@@ -15,7 +15,7 @@ from mle_gym.pools.ray_pool import RESOURCE, EpisodeActorDiedError, RayEpisodePo
 
 @pytest.fixture(scope="module")
 def local_ray(data_root: Path):
-    ray.init(num_cpus=2, resources={RESOURCE: 4}, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, resources={RESOURCE: 4}, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"MLE_GYM_DATA": str(data_root)}})
     yield
     ray.shutdown()

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,7 +63,7 @@ def local_ray(tmp_path_factory: pytest.TempPathFactory, data_root: Path):
     code = tmp_path_factory.mktemp("agents")
     (code / "ray_test_agents.py").write_text(AGENTS)
     pids = code / "pids.txt"
-    ray.init(num_cpus=2, resources={RESOURCE: 3}, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, resources={RESOURCE: 3}, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"MLE_GYM_DATA": str(data_root), "PYTHONPATH": str(code),
                                        "MLE_GYM_TEST_PIDS": str(pids)}})
     yield code, pids
@@ -120,3 +129,96 @@ def test_cli_run_on_ray_with_the_docker_sandbox(agents_importable: Path, tmp_pat
     assert "[2/2] ✓ aerial-cactus-identification seed" in captured.err
     assert len(list((out / "trajectories").glob("*.jsonl"))) == 2
     assert "aerial-cactus-identification  2" in captured.out
+
+
+# -- beside a Ray instance someone else started on this machine -------------------------------------
+@pytest.fixture
+def ray_started_elsewhere(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of a process on a machine where `ray start --head` runs (another process's instance).
+
+    Ray finds a running instance through `$RAY_TMPDIR/ray/ray_current_cluster`; the instance is
+    started under a folder of its own (a short path: Ray's socket names have a length limit), so
+    only the processes given this environment see it, not other Ray users of the machine.
+    """
+    temp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
+    env = {**os.environ, "RAY_TMPDIR": str(temp)}
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cli = Path(sys.executable).with_name("ray")
+    head = subprocess.Popen(
+        [str(cli if cli.exists() else shutil.which("ray") or "ray"), "start", "--head", "--block", f"--port={port}",
+         "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats"],
+        env=env, stdout=subprocess.DEVNULL, stderr=(tmp_path / "ray-head.log").open("w"),
+        start_new_session=True,  # its own process group, so that stopping it touches nothing else
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not (temp / "ray" / "ray_current_cluster").exists():
+            assert head.poll() is None, (tmp_path / "ray-head.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "ray start --head did not come up in 180 s"
+            time.sleep(0.5)
+        yield env
+    finally:
+        # `ray stop` would stop every Ray instance of the machine: end only this one's process group.
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(head.pid, signal.SIGKILL)  # what SIGTERM left (the raylet and the GCS linger)
+        except ProcessLookupError:
+            pass
+        head.wait(30)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+POOL_ON_LOCAL_RAY = textwrap.dedent('''
+    import asyncio, json, ray
+    from mle_gym.pools.ray_pool import RESOURCE, RayEpisodePool
+
+    ray.init(address="local", num_cpus=2, resources={RESOURCE: 1}, include_dashboard=False, log_to_driver=False)
+
+    async def main():
+        async with RayEpisodePool.make("mle/aerial-cactus", 1, data="sample", sandbox="local") as pool:
+            await pool.reset(0, seed=0)
+            _, reward, terminated, _, info = await pool.step(0, {"name": "submit", "arguments": {}})
+            return {"terminated": terminated, "reward": reward, "valid": info["grade"]["valid_submission"],
+                    "reason": info["grade"]["reason"]}
+
+    print(json.dumps({**asyncio.run(main()), "resources": ray.cluster_resources().get(RESOURCE)}))
+''')
+
+
+@pytest.mark.slow
+def test_local_paths_start_their_own_ray_beside_one_already_running(
+        ray_started_elsewhere: dict[str, str], tmp_path: Path) -> None:
+    env = ray_started_elsewhere
+    # What the local paths did: join the running instance, which refuses the resources they ask for.
+    joined = subprocess.run([sys.executable, "-c", "import ray; ray.init(num_cpus=1)"], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert joined.returncode != 0
+    assert "When connecting to an existing cluster, num_cpus and num_gpus must not be provided" in joined.stderr
+
+    # The tests' Ray fixtures and a RayEpisodePool on them.
+    pool = subprocess.run([sys.executable, "-c", POOL_ON_LOCAL_RAY], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert pool.returncode == 0, pool.stderr[-3000:]
+    assert json.loads(pool.stdout.splitlines()[-1]) == {
+        "terminated": True, "reward": 0.0, "valid": False, "reason": "no submission file was found", "resources": 1.0}
+
+    # `mle-gym run --ray local`, its episodes played by Ray workers that import the agent from PYTHONPATH.
+    code = tmp_path / "agents"
+    code.mkdir()
+    (code / "ray_test_agents.py").write_text(AGENTS)
+    out = tmp_path / "run"
+    cli_env = {**env, "PYTHONPATH": os.pathsep.join([str(code), env.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "mle_gym.cli", "run", "aerial-cactus", "--agent", "ray_test_agents:Echo", "--seeds", "2",
+         "--sandbox", "local", "--ray", "local", "--out", str(out)],
+        env=cli_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["seed"] for r in rows) == [0, 1]
+    assert all(r["status"] == "finished" and r["steps"] == 4 and r["grade"]["submission_exists"] is False for r in rows)

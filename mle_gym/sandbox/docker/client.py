@@ -55,6 +55,17 @@ _CLIENTS: dict[tuple[str, ...], docker.DockerClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    # A forked child must not share the parent's pooled connections to the daemon (two processes
+    # on one socket mix their requests), nor a lock another of the parent's threads held.
+    global _CLIENTS_LOCK
+    _CLIENTS.clear()
+    _CLIENTS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def shared_client(timeout_s: float = 60.0) -> docker.DockerClient:
     """One Docker client per process (and daemon address): hundreds of sandboxes share its pool."""
     key = tuple(os.environ.get(k, "") for k in ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"))

@@ -85,6 +85,18 @@ _MANIFESTS: dict[str, dict[str, Any]] = {}  # image id -> the manifest its mle-g
 # Containers are made and removed off the episode's thread, shared by every sandbox.
 _WORKERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="mle-gym-docker")
 
+
+def _after_fork_in_child() -> None:
+    # A forked child (Gymnasium's AsyncVectorEnv workers) has none of the executor's threads, so
+    # work sent to the inherited one never ran (each first reset waited out the spare's timeout);
+    # and the parent's sandboxes are the parent's to close, not this process's at its exit.
+    global _WORKERS
+    _WORKERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="mle-gym-docker")
+    _OPEN.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
 class _HelperStartError(SandboxStartError):
     """A container started, its helper did not (a busy machine, or an image without python3 and bash)."""
 
