@@ -9,6 +9,7 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,7 @@ def default_jobs(requested: int | None, n_episodes: int) -> int:
     want = requested if requested else (os.cpu_count() or 1)
     return max(1, min(want, n_episodes))
 
+@dataclass
 class RunPlan:
     """What `run` will do: the episodes to play and those already recorded in the folder (--resume)."""
 
