@@ -355,6 +355,7 @@ class _Files:
         self.before_write: dict[int, str | None] = {}  # a write_file call's seq -> the file's content before it
         self.units: list[tuple[_Call, str, str]] = []  # (call, text, what it is) of code the agent sent
         self.heads: dict[int, list[str]] = {}  # a bash call's seq -> the command word of each simple command
+        self.notes: list[str] = []
         cwd: str | None = ctx.code
         for call in calls:
             if call.name == "bash":
@@ -364,6 +365,9 @@ class _Files:
                 self.units.append((call, command, "the command"))
                 reading = read_command(command, cwd, home=ctx.home)
                 self.heads[call.seq] = reading.heads
+                if reading.unread:
+                    self.notes.append(f"{call.where}: a command of {len(command):,} characters, too long to follow: "
+                                      "what it wrote and ran is not known")
                 for write in reading.writes:
                     self._add_shell_write(call, write)
                 for run in reading.programs:
@@ -522,7 +526,7 @@ def _check_origin(origin: SubmissionOrigin, write: _Write | None) -> list[AuditF
     elif write.how.startswith("edit_file"):
         how = "edit_file, the agent changing its rows by hand"
     else:
-        how = f"a shell {write.how.split()[0]} of its rows"
+        how = f"`{write.how}` in a shell command, its rows typed by the agent"
     return [_flag("submission-by-hand", write.at,
                   f"the graded file {origin.path} holds what {write.at.where} wrote by {how}{via}, "
                   "not a program's predictions")]
@@ -667,9 +671,21 @@ _ALLOWED_SYSTEM = ("/tmp", "/var/tmp", "/usr", "/bin", "/sbin", "/lib", "/lib32"
                    "/dev/urandom", "/dev/random", "/dev/tty", "/proc/cpuinfo", "/proc/meminfo", "/proc/loadavg",
                    "/proc/self/status", "/proc/self/fd", "/proc/uptime", "/proc/version", "/sys/fs/cgroup",
                    "/etc/os-release", "/etc/hostname", "/etc/timezone", "/etc/localtime", "/home/agent")
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*")
-_ABSOLUTE = re.compile(r"(?<![\w.:/~$}\\-])/(?:[A-Za-z0-9_.+@%=,-]+/?)+")
+_TOP_LEVEL = {"etc", "root", "proc", "sys", "var", "home", "mnt", "media", "srv", "boot", "run", "snap", "data",
+              "kaggle", "workspace", "private", "answers", "work", "app", "code", "submission", "logs", "input",
+              "output", "tmp", "usr", "opt", "dev", "lib", "bin", "sbin"}
+_URL = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,30}://\S*")
+_ABSOLUTE = re.compile(r"(?<![\w.:/~$}*?\]\\-])/[A-Za-z0-9_.+@%=,*?\[\]-][A-Za-z0-9_.+@%=,*?\[\]/-]*")
 _ROOT_LISTING = re.compile(r"(?<![\w-])(?:find|ls|du|tree|grep\s+-\w*r\w*|cd)\s+(?:-\S+\s+)*/(?=\s|$|;|\))")
+
+
+def _joined(text: str, start: int) -> bool:
+    """Whether the path starting at `start` is a string joined onto another (`base + "/x"`), not a path of its own."""
+    before = text[max(0, start - 8):start].rstrip()
+    if before[-1:] in ("'", '"'):
+        before = before[:-1].rstrip()
+        return before.endswith("+")
+    return False
 
 
 def _check_paths(files: _Files, calls: list[_Call], ctx: _Context) -> list[AuditFlag]:
@@ -685,6 +701,8 @@ def _check_paths(files: _Files, calls: list[_Call], ctx: _Context) -> list[Audit
         outside = []
         for match in _ABSOLUTE.finditer(stripped):
             path = posixpath.normpath(match.group())
+            if _joined(stripped, match.start()) or (path.count("/") == 1 and path[1:] not in _TOP_LEVEL):
+                continue  # `base + "/train.csv"`, or a lone `/name` that names no folder of a Linux root
             if not any(_under(path, a) for a in allowed) and path not in outside:
                 outside.append(path)
             if len(outside) >= 3:
@@ -799,6 +817,7 @@ def audit_trajectory(traj: Trajectory) -> TrajectoryAudit:
     target, submit = _submitted(calls, traj, ctx)
     end = files.writes_before(submit.seq) if submit is not None else len(files.writes)
     origin, write = _origin(files, target, end)
+    notes += files.notes
     if traj.end is None:
         notes.append("the recording has no closing record: the episode's last steps may be missing")
     flags = [

@@ -17,6 +17,9 @@ from typing import Literal
 WriteKind = Literal["by_hand", "program", "copy", "shell"]
 
 _HEREDOC = re.compile(r"(?<!<)<<(?!<)(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_.-]*)\2")
+MAX_SHELL_CHARS = 100_000
+"""Of a command line, here-documents aside, that is tokenised; past it the command is not followed
+(`ShellReading.unread`): Python's shlex takes seconds on megabytes, and no real command is that long."""
 _SEPARATORS = set(";&|\n")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # Words that start a shell construct rather than name a command: dropped from the front of a command.
@@ -73,6 +76,7 @@ class ShellReading:
     heredocs: list[str]
     words: list[str]
     heads: list[str] = dataclasses.field(default_factory=list)  # the command word of each simple command
+    unread: bool = False  # too long to follow: nothing is known of its writes, programs or working folder
 
 
 def split_heredocs(command: str) -> tuple[str, list[str]]:
@@ -279,6 +283,8 @@ def _options_and_args(words: list[str]) -> list[str]:
 def read_command(command: str, cwd: str | None, *, home: str | None = None) -> ShellReading:
     """Read `command` as run in `cwd`: what it wrote, which programs it ran, and the working folder after it."""
     text, bodies = split_heredocs(command)
+    if len(text) > MAX_SHELL_CHARS:
+        return ShellReading(writes=[], programs=[], cwd=None, heredocs=bodies, words=[], unread=True)
     toks = tokens(text)
     writes: list[ShellWrite] = []
     programs: list[ProgramRun] = []
