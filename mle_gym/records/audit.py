@@ -38,7 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from mle_gym.errors import MLEGymError, TrajectoryError
-from mle_gym.records.commands import ProgramRun, read_command, resolve
+from mle_gym.records.command_reading import ProgramRun, read_command, resolve
 from mle_gym.records.reader import load_trajectory
 from mle_gym.records.schema import Trajectory
 
@@ -270,7 +270,9 @@ def _context(traj: Trajectory) -> tuple[_Context, list[str]]:
     sample_name: str | None = None
     name = traj.header.competition
     if isinstance(name, str) and name:
-        from mle_gym.competitions import get_competition  # the metadata loads lazily: the audit of a file needs it only here
+        from mle_gym.competitions import (
+            get_competition,  # the metadata loads lazily: the audit of a file needs it only here
+        )
 
         try:
             metadata = get_competition(name).metadata

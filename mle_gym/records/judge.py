@@ -159,8 +159,8 @@ def step_entries(traj: Trajectory, *, max_observation_chars: int = 4_000) -> lis
             calls = [step.tool_call if step.tool_call is not None else None]
         body = "\n".join(_call_text(c) for c in calls)
         observation = step.observation if isinstance(step.observation, str) else str(step.observation)
-        entries.append((step.index, f"[step {step.index}] {body}\n[step {step.index} result]\n"
-                                    f"{_clip(observation, max_observation_chars)}"))
+        text = f"[step {step.index}] {body}\n[step {step.index} result]\n{_clip(observation, max_observation_chars)}"
+        entries.append((step.index, text))
     return entries
 
 
@@ -193,7 +193,7 @@ def _parse(text: str | None) -> _Reply:
     except (json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"the reply's JSON does not parse ({exc}): {text.strip()[:120]!r}") from None
     if not isinstance(data, dict):
-        raise ValueError("the reply's JSON is not an object")
+        raise ValueError("the reply's JSON is not an object")  # noqa: TRY004 (one error type: a malformed reply)
     try:
         return _Reply.model_validate(data)
     except ValidationError as exc:
@@ -211,7 +211,11 @@ def make_client(config: JudgeConfig) -> Any:
             raise JudgeConfigError(f"--judge-api-key-env {config.api_key_env}: that environment variable is empty or "
                                    "not set; export the endpoint's key there, or leave the option out for a local "
                                    "server that needs none")
-    from mle_gym.baselines.llm_clients import AnthropicClient, OpenAIChatClient, pick_provider
+    from mle_gym.baselines.llm_clients import (
+        AnthropicClient,
+        OpenAIChatClient,
+        pick_provider,
+    )
 
     provider = pick_provider(config.provider, config.model, config.base_url)
     try:

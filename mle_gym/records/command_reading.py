@@ -269,10 +269,10 @@ def _program(words: list[str]) -> ProgramRun | None:
             rest = [a for a in args if not a.startswith("-")]
             script, inline = (rest[0] if rest else None), None
         return ProgramRun(program=name, script=script, inline=inline, words=words)
-    if head.startswith(("./", "/", "../")) and not head.endswith("/") and name not in _READERS | _COPIERS:
-        # a script or binary run by its path (./train.sh, /home/code/run.py)
-        if "/" in head and not head.startswith(("/usr/", "/bin/", "/sbin/")):
-            return ProgramRun(program=name, script=head, inline=None, words=words)
+    # a script or binary run by its path (./train.sh, /home/code/run.py), not a system tool
+    if (head.startswith(("./", "/", "../")) and not head.endswith("/") and name not in _READERS | _COPIERS
+            and not head.startswith(("/usr/", "/bin/", "/sbin/"))):
+        return ProgramRun(program=name, script=head, inline=None, words=words)
     return None
 
 
