@@ -101,6 +101,21 @@ class CompetitionFigures(BaseModel):
     leaderboard: LeaderboardFigures
 
 
+class KnownLeak(BaseModel):
+    """A file or field of a competition's public data that gives away test answers (MLE-bench v1's known
+    issues). `mle-gym audit` flags an episode whose commands or code name it: `files` alone, any of them;
+    `fields` alone, any of them; both, a field named in the same command or file as one of the files."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    what: str = Field(description="what leaks, in words")
+    files: list[str] = Field(default_factory=list, description="glob patterns, relative to the public data "
+                             "folder, of the files that hold the answers")
+    exclude: list[str] = Field(default_factory=list, description="glob patterns of files `files` matches that leak nothing")
+    fields: list[str] = Field(default_factory=list, description="names of a field, key or column that holds the answers")
+    reference: str = Field(description="the thread that reports it")
+
+
 class CompetitionMetadata(BaseModel):
     """`metadata.json` of a competition folder."""
 
@@ -146,6 +161,8 @@ class CompetitionMetadata(BaseModel):
     rules_url: str | None = None
     tags: list[CompetitionTag] = Field(default=[], description="the tags of its known issues")
     known_issues: list[KnownIssue] = []
+    leaks: list[KnownLeak] = Field(default_factory=list, description="files or fields of the public data that give "
+                                   "away test answers in MLE-bench v1 (`mle-gym audit` flags reading them)")
     fixed: FixedOverrides | None = Field(default=None, description='grading under version "fixed", where it differs')
 
     @model_validator(mode="after")

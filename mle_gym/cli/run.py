@@ -17,6 +17,7 @@ from mle_gym.cli.records import terminal_safe
 from mle_gym.competitions import get_competition, list_competitions, list_figures
 from mle_gym.config import EnvConfig
 from mle_gym.errors import MLEGymError
+from mle_gym.records.audit import audit_results
 from mle_gym.runs.rates import (
     load_results,
     summarize_runs,
@@ -167,7 +168,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-    reports = summarize_runs(load_results(out))  # the whole folder, earlier (resumed) episodes included
+    # the whole folder, earlier (resumed) episodes included; rows of runs before the audit are audited now
+    rows, shown = audit_results(load_results(out), out)
+    reports = summarize_runs(rows, answer_dependent_calls=shown)
     for report in reports.values():
         print(terminal_safe(to_text_table(report)))
     (out / "report.json").write_text(to_json(reports) + "\n")
@@ -188,7 +191,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise RunUsageError(str(exc)) from None
     if not records:
         raise RunUsageError(f"{args.dir} holds no episode records")
-    reports = summarize_runs(records, on_duplicate=args.duplicates)
+    records, shown = audit_results(records, args.dir)
+    reports = summarize_runs(records, on_duplicate=args.duplicates, exclude_flagged=args.exclude_flagged,
+                             flag_severity=args.flag_severity, answer_dependent_calls=shown)
     markdown = "\n".join(to_markdown(r) for r in reports.values())
     if args.json:
         Path(args.json).write_text(to_json(reports) + "\n")
@@ -244,4 +249,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", metavar="OUT", help="also write the figures as CSV (one row per competition and split)")
     p.add_argument("--duplicates", choices=["error", "first", "last"], default="error",
                    help="a (competition, seed) recorded twice in one run: refuse (default), or keep the first or last")
+    p.add_argument("--exclude-flagged", action="store_true",
+                   help="disqualify the episodes `mle-gym audit` flags: they stay counted (every started episode "
+                        "counts), with no medal and no valid submission")
+    p.add_argument("--flag-severity", choices=["low", "medium", "high"], default="low",
+                   help="the flags that count (in the flagged column and for --exclude-flagged): this severity or "
+                        "worse (default: low, every flag)")
     p.set_defaults(func=_cmd_report)

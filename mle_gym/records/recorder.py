@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 from mle_gym.records.jsonsafe import _Jsonable, dumps_line, to_jsonable
 from mle_gym.records.schema import (
     _BUDGET_KEYS,
+    ANSWER_DEPENDENT_CALLS,
     EndReason,
     EndRecord,
     ModelCallRecord,
@@ -29,6 +30,17 @@ from mle_gym.records.schema import (
     _Record,
     _utc_now,
 )
+
+
+def _answer_dependent_calls(env: Any) -> list[str] | None:
+    """The calls of `env` whose reply could depend on the hidden answers: what the env says, else
+    mle-gym's own list for mle-gym's env, else None (another env's tools are not ours to vouch for)."""
+    said = getattr(env, "answer_dependent_calls", None)
+    if isinstance(said, (list, tuple)):
+        return [str(c) for c in said]
+    if type(env).__module__.startswith("mle_gym.envs"):
+        return list(ANSWER_DEPENDENT_CALLS)
+    return None
 
 
 # -- the recorder ---------------------------------------------------------------------------
@@ -227,6 +239,7 @@ class TrajectoryRecorder(gym.Wrapper):
             reset_info=to_jsonable(info),
             tools=to_jsonable(getattr(unwrapped, "tools", []) or []),
             agent=self._agent_info,
+            answer_dependent_calls=_answer_dependent_calls(unwrapped),
         )
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,12 @@ SCHEMA_VERSION = 2
 """Bumped when a record changes incompatibly; the reader refuses versions newer than this.
 2: `model_call` records and the header's `agent`."""
 
+ANSWER_DEPENDENT_CALLS: tuple[str, ...] = ()
+"""The tool calls whose reply could depend on the hidden answers: none. `validate_submission` checks the
+format only (columns, ids, row count, values' types), and `submit` ends the episode before its grade is
+shown. Each trajectory header records this list (tests/records/test_audit.py shows it: with the private
+answers changed, a replayed episode's validation messages are identical)."""
+
 EndReason = Literal["terminated", "truncated", "closed", "reset", "error"]
 _BUDGET_KEYS = ("step", "steps_left", "time_left_s")
 
@@ -55,6 +61,9 @@ class TrajectoryHeader(_Record):
     tools: list[dict[str, Any]] = Field(default_factory=list, description="the tool schemas, OpenAI form")
     agent: dict[str, Any] | None = Field(default=None, description="what the agent said of itself "
                                          "(set_agent_info): model, provider, options, prices")
+    answer_dependent_calls: list[str] | None = Field(
+        default=None, description="the tool calls whose reply could depend on the hidden answers (today none: "
+                                  "validate_submission is format-only); None in files written before it was recorded")
 
 
 class StepRecord(_Record):

@@ -24,6 +24,7 @@ import gymnasium as gym
 from mle_gym.baselines import get_agent, list_agents
 from mle_gym.baselines.base import Agent, AgentFactory
 from mle_gym.errors import MLEGymError
+from mle_gym.records.audit import audit_flags
 from mle_gym.records.trajectory import TrajectoryRecorder
 from mle_gym.runs.rates import (
     EpisodeRecord,
@@ -188,7 +189,27 @@ def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[s
             record: bool = True, factory: AgentFactory | None = None,
             identity_env_options: dict[str, Any] | None = None,
             control: RunControl | None = None) -> EpisodeRecord:
-    """Play one episode in a fresh env and return its record; a crash is recorded (and graded on disk), not raised."""
+    """Play one episode in a fresh env and return its record; a crash is recorded (and graded on disk), not raised.
+
+    Once the env is closed, the episode's trajectory is audited (`mle_gym.records.audit`) and its
+    flags go into the record.
+    """
+    rec = _play_one(spec, agent=agent, out_dir=out_dir, env_options=env_options, agent_options=agent_options,
+                    on_step=on_step, record=record, factory=factory, identity_env_options=identity_env_options,
+                    control=control)
+    if rec.trajectory:
+        try:
+            rec = rec.model_copy(update={"flags": audit_flags(rec.trajectory)})
+        except Exception:  # an audit bug must not lose the episode's record: it stays unaudited, the traceback logged
+            log.exception("auditing the trajectory of %s failed", spec.label)
+    return rec
+
+
+def _play_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[str, Any],
+              agent_options: dict[str, Any] | None = None, on_step: StepCallback | None = None,
+              record: bool = True, factory: AgentFactory | None = None,
+              identity_env_options: dict[str, Any] | None = None,
+              control: RunControl | None = None) -> EpisodeRecord:
     started = time.monotonic()
     env: gym.Env | None = None
     player: Agent | None = None

@@ -21,6 +21,10 @@ Rules:
   estimator 1 - C(n-c, k) / C(n, k) of Chen et al. (2021) with n seeds of which c earned any
   medal; then the mean over competitions.
 - Results on sample data carry the banner "sample data: not comparable to MLE-bench".
+- **Audit flags** (`mle-gym audit`'s rules, the `flags` of each row): the tables count the flagged
+  episodes. With `exclude_flagged`, a flagged episode is disqualified, as a rule-breaking Kaggle
+  submission is: it stays a started episode in every denominator, with no medal and no valid
+  submission.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from mle_gym.errors import MLEGymError
+from mle_gym.records.audit import SEVERITY_RANK, AuditFlag, Severity
 
 RESULTS_FILE = "results.jsonl"
 METRICS: tuple[str, ...] = ("any_medal", "gold_medal", "silver_medal", "bronze_medal", "above_median", "valid_submission")
@@ -85,6 +90,9 @@ class EpisodeRecord(BaseModel):
         default=None, description="the agent's model usage over the episode (prompt_tokens, completion_tokens, "
                                   "total_tokens, model_calls, ...), when it reports one (usage_summary())")
     cost_usd: float | None = Field(default=None, description="the episode's model cost, when the agent was given prices")
+    flags: list[AuditFlag] | None = Field(
+        default=None, description="what `mle-gym audit`'s rules found in the episode's trajectory (the runner "
+                                  "audits it when the episode ends); None when it was not audited")
 
     def model_post_init(self, __context: Any) -> None:
         # Records written before `status` existed mark a crash only by `error`.
@@ -96,6 +104,11 @@ class EpisodeRecord(BaseModel):
         if self.grade is not None and "sample_data" in self.grade:
             return bool(self.grade["sample_data"])
         return (self.data or self.env_options.get("data")) == "sample"
+
+    def flagged(self, severity: Severity = "low") -> bool:
+        """Whether the audit flagged the episode at `severity` or worse."""
+        floor = SEVERITY_RANK[severity]
+        return any(SEVERITY_RANK.get(f.severity, 3) >= floor for f in self.flags or [])
 
     def identity(self) -> dict[str, Any]:
         """What makes two records part of the same run (and the same report row)."""
@@ -155,6 +168,8 @@ class Summary(BaseModel):
     tokens_per_episode: float | None = None
     total_cost_usd: float | None = Field(default=None, description="model cost over the episodes that report one")
     cost_per_episode_usd: float | None = None
+    flagged: int = Field(default=0, description="episodes the audit flagged (at the report's severity or worse)")
+    audited: int = Field(default=0, description="episodes whose record holds the audit's flags")
 
 
 class RunReport(BaseModel):
@@ -173,6 +188,13 @@ class RunReport(BaseModel):
     pass_at_k: dict[int, float] = Field(default_factory=dict, description="any medal in k of the seeds")
     duplicates_dropped: int = 0
     problems: list[str] = Field(default_factory=list, description="one line per crashed or aborted episode")
+    flagged: list[str] = Field(default_factory=list, description="one line per flagged episode: its rules and steps")
+    flag_severity: Severity = Field(default="low", description="the flags counted: this severity or worse")
+    flagged_excluded: bool = Field(default=False, description="flagged episodes were disqualified: counted, with "
+                                                              "no medal and no valid submission")
+    answer_dependent_calls: list[str] | None = Field(
+        default=None, description="the calls whose reply could depend on the hidden answers, as the trajectories "
+                                  "recorded them; None when they did not say")
 
 
 def mean_sem(values: Sequence[float]) -> Stat:
@@ -227,7 +249,17 @@ def finite_number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _summarize(records: Sequence[EpisodeRecord], *, with_score: bool) -> Summary:
+def disqualify(record: EpisodeRecord, severity: Severity = "low") -> EpisodeRecord:
+    """`record` with its grade voided for the audit's flags: still a started episode, with no medal and no
+    valid submission (the original grade's score is dropped; its other fields stay)."""
+    rules = sorted({f.rule for f in record.flags or [] if SEVERITY_RANK.get(f.severity, 3) >= SEVERITY_RANK[severity]})
+    grade = dict(record.grade or {})
+    grade.update({m: False for m in METRICS}, medal="none", score=None,
+                 reason=f"disqualified: flagged by the audit ({', '.join(rules)})")
+    return record.model_copy(update={"grade": grade})
+
+
+def _summarize(records: Sequence[EpisodeRecord], *, with_score: bool, severity: Severity = "low") -> Summary:
     by_seed: dict[int, list[EpisodeRecord]] = defaultdict(list)
     for r in records:
         by_seed[r.seed].append(r)
@@ -253,6 +285,7 @@ def _summarize(records: Sequence[EpisodeRecord], *, with_score: bool) -> Summary
     return Summary(
         total_tokens=tokens, tokens_per_episode=tokens / len(token_counts) if tokens is not None else None,
         total_cost_usd=cost, cost_per_episode_usd=cost / len(costs) if cost is not None else None,
+        flagged=sum(r.flagged(severity) for r in records), audited=sum(r.flags is not None for r in records),
         episodes=len(records), errors=crashed + aborted, crashed=crashed, aborted=aborted,
                    competitions=len({r.competition for r in records}), seeds=seeds, rates=rates, score=score,
                    any_medal_ci=wilson_interval(medals, len(records)),
@@ -285,12 +318,16 @@ def _dedupe(records: list[EpisodeRecord], on_duplicate: DuplicatePolicy) -> tupl
     return keep, len(records) - len(keep)
 
 
-def summarize(records: Iterable[EpisodeRecord], *, on_duplicate: DuplicatePolicy = "error") -> RunReport:
+def summarize(records: Iterable[EpisodeRecord], *, on_duplicate: DuplicatePolicy = "error",
+              exclude_flagged: bool = False, flag_severity: Severity = "low",
+              answer_dependent_calls: list[str] | None = None) -> RunReport:
     """Per-competition, per-split and overall figures for the records of one run identity.
 
     Overall rates take, per seed, the share over the competitions that seed has episodes of, then
     mean ± SEM over seeds. Raises ValueError for no records or several identities, and
     DuplicateEpisodeError for a (competition, seed) recorded twice unless `on_duplicate` picks one.
+    Episodes the audit flagged at `flag_severity` or worse are counted; with `exclude_flagged` they
+    are disqualified (`disqualify`). `answer_dependent_calls` is what the trajectories said (reported).
     """
     records = list(records)
     if not records:
@@ -303,16 +340,24 @@ def summarize(records: Iterable[EpisodeRecord], *, on_duplicate: DuplicatePolicy
                          "summarize each run separately (summarize_runs)")
     (key, identity), = identities.items()
     records, dropped = _dedupe(records, on_duplicate)
+    floor = SEVERITY_RANK[flag_severity]
+    flagged_lines = [f"{r.competition} seed {r.seed}: flagged "
+                     + "; ".join(f"{f.rule} ({f.severity}{', step ' + str(f.step) if f.step is not None else ''})"
+                                 for f in (r.flags or []) if SEVERITY_RANK.get(f.severity, 3) >= floor)
+                     for r in sorted(records, key=lambda r: (r.competition, r.seed)) if r.flagged(flag_severity)]
+    if exclude_flagged:
+        records = [disqualify(r, flag_severity) if r.flagged(flag_severity) else r for r in records]
     by_comp: dict[str, list[EpisodeRecord]] = defaultdict(list)
     by_split: dict[str, list[EpisodeRecord]] = defaultdict(list)
     for r in records:
         by_comp[r.competition].append(r)
         by_split[_complexity(r.competition) or "unknown"].append(r)
-    splits = {s: _summarize(by_split[s], with_score=False) for s in (*SPLIT_LABELS, "unknown") if s in by_split}
+    splits = {s: _summarize(by_split[s], with_score=False, severity=flag_severity)
+              for s in (*SPLIT_LABELS, "unknown") if s in by_split}
     # "all" is MLE-bench's 75: the dev competitions keep their own row and stay out of it, as in MLE-bench
     # (a run of dev competitions only is summarised as it is)
     counted = [r for r in records if _complexity(r.competition) != "dev"] or records
-    splits["all"] = _summarize(counted, with_score=False)
+    splits["all"] = _summarize(counted, with_score=False, severity=flag_severity)
     seeds_per_comp = [len({r.seed for r in rs}) for rs in by_comp.values()]
     passk: dict[int, float] = {}
     for k in range(1, min(seeds_per_comp) + 1):
@@ -328,8 +373,10 @@ def summarize(records: Iterable[EpisodeRecord], *, on_duplicate: DuplicatePolicy
     return RunReport(
         agent=identity["agent"], model=identity.get("model"), config_id=key, identity=identity,
         sample_data=any(r.sample_data for r in records),
-        competitions={c: _summarize(rs, with_score=True) for c, rs in sorted(by_comp.items())},
+        competitions={c: _summarize(rs, with_score=True, severity=flag_severity) for c, rs in sorted(by_comp.items())},
         splits=splits, overall=splits["all"], pass_at_k=passk, duplicates_dropped=dropped, problems=problems,
+        flagged=flagged_lines, flag_severity=flag_severity, flagged_excluded=exclude_flagged,
+        answer_dependent_calls=answer_dependent_calls,
     )
 
 
@@ -341,9 +388,11 @@ def group_runs(records: Iterable[EpisodeRecord]) -> dict[str, list[EpisodeRecord
     return dict(sorted(grouped.items()))
 
 
-def summarize_runs(records: Iterable[EpisodeRecord], *, on_duplicate: DuplicatePolicy = "error") -> dict[str, RunReport]:
-    """One report per run identity: two models or configs in one folder never share a row."""
-    return {label: summarize(rs, on_duplicate=on_duplicate) for label, rs in group_runs(records).items()}
+def summarize_runs(records: Iterable[EpisodeRecord], *, on_duplicate: DuplicatePolicy = "error",
+                   **options: Any) -> dict[str, RunReport]:
+    """One report per run identity: two models or configs in one folder never share a row. `options`
+    go to `summarize` (exclude_flagged, flag_severity, answer_dependent_calls)."""
+    return {label: summarize(rs, on_duplicate=on_duplicate, **options) for label, rs in group_runs(records).items()}
 
 
 summarize_by_agent = summarize_runs  # the name before run identities had more than the agent
@@ -393,6 +442,10 @@ def _cost(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _flagged_cell(summary: Summary) -> str:
+    return "-" if not summary.audited else f"{summary.flagged}/{summary.episodes}"
+
+
 def _title(report: RunReport) -> str:
     return identity_label(report.identity) if report.identity else f"{report.agent}"
 
@@ -400,11 +453,11 @@ def _title(report: RunReport) -> str:
 def _tables(report: RunReport) -> list[tuple[str, list[str], list[list[str]]]]:
     """(caption, header, rows) of each table of a report, shared by the Markdown and text renderers."""
     flag = f" [{SAMPLE_BANNER}]" if report.sample_data else ""
-    head = ["competition", "seeds", "errors", "score", *(METRIC_LABELS[m] + " %" for m in METRICS)]
-    rows = [[c, str(len(s.seeds)), str(s.errors), _num(s.score), *(_pct(s.rates[m]) for m in METRICS)]
-            for c, s in report.competitions.items()]
+    head = ["competition", "seeds", "errors", "score", *(METRIC_LABELS[m] + " %" for m in METRICS), "flagged"]
+    rows = [[c, str(len(s.seeds)), str(s.errors), _num(s.score), *(_pct(s.rates[m]) for m in METRICS),
+             _flagged_cell(s)] for c, s in report.competitions.items()]
     o = report.overall
-    rows.append(["all", str(len(o.seeds)), str(o.errors), "", *(_pct(o.rates[m]) for m in METRICS)])
+    rows.append(["all", str(len(o.seeds)), str(o.errors), "", *(_pct(o.rates[m]) for m in METRICS), _flagged_cell(o)])
     if o.total_tokens is not None or o.total_cost_usd is not None:
         head += ["tokens/episode", "cost/episode $"]
         for row, s in zip(rows, [*report.competitions.values(), o]):
@@ -434,12 +487,35 @@ def _footer(report: RunReport) -> list[str]:
     if report.duplicates_dropped:
         lines.append(f"{report.duplicates_dropped} duplicate episode record(s) dropped as asked")
     lines += [f"{p}" for p in report.problems]
+    lines += _audit_lines(report)
+    return lines
+
+
+def _audit_lines(report: RunReport) -> list[str]:
+    o = report.overall
+    calls = report.answer_dependent_calls
+    if calls is None:
+        shown = "not recorded by these trajectories"
+    elif not calls:
+        shown = "none (validate_submission checks the format only; submit ends the episode)"
+    else:
+        shown = ", ".join(calls)
+    lines = [f"calls whose reply could depend on the hidden answers: {shown}"]
+    severity = "" if report.flag_severity == "low" else f" at severity {report.flag_severity} or worse"
+    if not o.audited:
+        lines.append("audit: no episode of this run was audited (`mle-gym audit RUN` reads the trajectories)")
+        return lines
+    unaudited = f", {o.episodes - o.audited} not audited" if o.audited < o.episodes else ""
+    lines.append(f"audit: {o.flagged} of {o.episodes} episode(s) flagged{severity}{unaudited}"
+                 + ("; flagged episodes are disqualified (counted, no medal, no valid submission)"
+                    if report.flagged_excluded and report.flagged else ""))
+    lines += report.flagged
     return lines
 
 
 NOTE = ("Rates are mean ± standard error over seeds of the share of competitions. Every started episode "
         "counts: a crashed or aborted one is graded on the submission on disk when it ended, or counts as "
-        "no medal and invalid; `errors` says how many.")
+        "no medal and invalid; `errors` says how many; `flagged`, how many the audit flagged.")
 
 
 def to_markdown(report: RunReport) -> str:
@@ -480,7 +556,7 @@ def to_csv(reports: dict[str, RunReport]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     rate_columns = [f"{m}{suffix}" for m in METRICS for suffix in ("", "_sem")]
     writer.writerow(["run", "agent", "model", "level", "name", "episodes", "errors", "seeds", *rate_columns,
-                     "score", "score_sem", "sample_data"])
+                     "score", "score_sem", "sample_data", "flagged", "audited"])
     for label, report in reports.items():
         rows = [("competition", name, summary) for name, summary in report.competitions.items()]
         rows += [("split", name, summary) for name, summary in report.splits.items()]
@@ -489,7 +565,7 @@ def to_csv(reports: dict[str, RunReport]) -> str:
             score = (summary.score.mean, summary.score.sem) if summary.score is not None else (None, None)
             writer.writerow([label, report.agent, report.model or "", level, name, summary.episodes, summary.errors,
                              len(summary.seeds), *("" if v is None else v for v in (*rates, *score)),
-                             summary.sample_data])
+                             summary.sample_data, summary.flagged, summary.audited])
     return buffer.getvalue()
 
 

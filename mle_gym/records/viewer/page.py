@@ -21,6 +21,7 @@ from typing import Any
 
 from mle_gym.errors import TrajectoryError
 from mle_gym.records.reader import SHAPE_ERRORS, reading
+from mle_gym.records.audit import AuditFlag, audit_trajectory
 from mle_gym.records.trajectory import (
     ModelCallRecord,
     StepRecord,
@@ -251,7 +252,28 @@ def _grade_html(grade: dict[str, Any] | None) -> str:
     return f'<div class="grade medal-{esc(medal)}"><dl>{cells}</dl>{sample}</div>'
 
 
-def _episode_summary(e: Episode) -> str:
+def episode_flags(e: Episode) -> list[AuditFlag] | None:
+    """The audit's flags of an episode: its results row's, else the audit of its trajectory now; None when neither."""
+    if e.record.flags is not None:
+        return e.record.flags
+    if e.trajectory is not None:
+        return audit_trajectory(e.trajectory).flags
+    return None
+
+
+def _flags_html(flags: list[AuditFlag] | None) -> str:
+    # Every reason quotes the trajectory (commands, paths): hostile text, escaped like the rest.
+    if flags is None:
+        return '<p class="dim">audit: not audited (no trajectory)</p>'
+    if not flags:
+        return '<p class="dim">audit: no flags</p>'
+    items = "".join(f"<li>{esc(f.rule)} ({esc(f.severity)}"
+                    f"{', step ' + esc(f.step) if f.step is not None else ''}"
+                    f"{', call ' + esc(f.call) if f.call is not None else ''}): {esc(f.reason)}</li>" for f in flags)
+    return f'<div class="warn">audit flags: {len(flags)}<ul>{items}</ul></div>'
+
+
+def _episode_summary(e: Episode, flags: list[AuditFlag] | None = None) -> str:
     r = e.record
     grade = r.grade or {}
     if r.status != "finished":
@@ -265,6 +287,8 @@ def _episode_summary(e: Episode) -> str:
     else:
         result = f"score {_fmt_num(grade.get('score'))}"
     medal = str(grade.get("medal") or "none") if grade.get("valid_submission") else "none"
+    if flags:
+        status += f' <span class="badge bad">flagged ({esc(len(flags))})</span>'
     tin, tout, cost = episode_usage(e.trajectory)
     extra = [f"{r.steps} steps", _fmt_s(r.duration_s)]
     if tin or tout:
@@ -278,10 +302,12 @@ def _episode_summary(e: Episode) -> str:
 
 def _episode_html(e: Episode, max_chars: int) -> str:
     r = e.record
-    out = [f'<details class="episode" id="{e.anchor}">{_episode_summary(e)}<div class="body">']
+    flags = episode_flags(e)
+    out = [f'<details class="episode" id="{e.anchor}">{_episode_summary(e, flags)}<div class="body">']
     if r.error:
         out.append(f'<p class="warn">{esc(r.status)}: {esc(r.error)}'
                    f'{" (graded on the submission on disk)" if r.graded_on_disk else ""}</p>')
+    out.append(_flags_html(flags))
     traj = e.trajectory
     if traj is None:
         out.append(f'<p class="warn">no transcript: {esc(e.load_error or "no trajectory")}</p>')
