@@ -83,7 +83,8 @@ def test_the_validation_time_limit_never_passes_the_grading_one() -> None:
     try:
         _, info = env.reset(seed=0)
         env.step(_copy_sample(info))
-        obs, *_ = env.step(VALIDATE)
-        assert obs.endswith("it took longer than 0.001 s to parse and check the submission (limit timeout_s)")
+        # The limit itself, not a race against the clock: a warm worker with the answers cached can
+        # check 200 rows within a millisecond.
+        assert env.unwrapped._submissions.validation_limits.timeout_s == 0.001
     finally:
         env.close()
