@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mle_gym.competitions import Competition, get_competition
+import pandas as pd
+import pytest
+
+from mle_gym.competitions import Competition, find_competition, get_competition
 from mle_gym.grading.report import GradeReport
 
 
@@ -28,3 +31,27 @@ def grade_file(comp: Competition, private: Path, frame: object, tmp_path: Path) 
     else:
         frame.to_csv(path, index=False)  # type: ignore[attr-defined]
     return comp.grade(path, private, sample_data=True)
+
+
+def competition_or_skip(name: str) -> Competition:
+    """The competition, or a skip where its folder is not in the registry (it may be set aside unfinished)."""
+    comp = find_competition(name)
+    if comp is None:
+        pytest.skip(f"{name} is not packaged in this tree")
+    return comp
+
+
+def prepared_or_skip(name: str, tmp_path: Path, **sizes: object) -> tuple[Competition, Path, Path, Path]:
+    """`prepared(name, tmp_path, 0, **sizes)`, skipping where the competition is not packaged."""
+    competition_or_skip(name)
+    return prepared(name, tmp_path, 0, **sizes)
+
+
+def score_of(comp: Competition, submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+    """The competition's own validation and metric, in process."""
+    return comp.score(comp.validate(submission, answers), answers)
+
+
+def files_under(folder: Path) -> list[str]:
+    """Every file under `folder`, as sorted relative paths."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())

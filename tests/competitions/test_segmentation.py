@@ -15,36 +15,12 @@ import pandas as pd
 import pytest
 from sklearn.model_selection import train_test_split
 
-from mle_gym.competitions import Competition, find_competition
 from mle_gym.errors import InvalidSubmissionError
+from synthetic import competition_or_skip as _competition, prepared_or_skip as _prepared, score_of as _grade, files_under as _files
 
 
-def _competition(name: str) -> Competition:
-    """The competition, or a skip where its folder is not in the registry (it may be set aside unfinished)."""
-    comp = find_competition(name)
-    if comp is None:
-        pytest.skip(f"{name} is not packaged in this tree")
-    return comp
 
 
-def _prepared(name: str, tmp_path: Path, **sizes: object) -> tuple[Competition, Path, Path, Path]:
-    comp = _competition(name)
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    comp.module.make_raw(raw, 0, **sizes)
-    public, private = tmp_path / "public", tmp_path / "private"
-    public.mkdir()
-    private.mkdir()
-    comp.prepare(raw, public, private)
-    return comp, raw, public, private
-
-
-def _grade(comp: Competition, submission: pd.DataFrame, answers: pd.DataFrame) -> float:
-    return comp.score(comp.validate(submission, answers), answers)
-
-
-def _files(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
 # -- run-length encodings and tgs-salt-identification-challenge ------------------------------
