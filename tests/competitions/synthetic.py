@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from mle_gym.competitions import Competition, find_competition, get_competition
+from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.report import GradeReport
 
 
@@ -55,3 +56,14 @@ def score_of(comp: Competition, submission: pd.DataFrame, answers: pd.DataFrame)
 def files_under(folder: Path) -> list[str]:
     """Every file under `folder`, as sorted relative paths."""
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def score_on_disk(comp: Competition, frame: pd.DataFrame, private: Path) -> float:
+    """`score_of` against the answers in the private folder `private`."""
+    return score_of(comp, frame, comp.load_answers(private))
+
+
+def rejects_on_disk(comp: Competition, frame: pd.DataFrame, private: Path, match: str) -> None:
+    """Assert that validating or scoring `frame` against `private`'s answers is an invalid submission."""
+    with pytest.raises(InvalidSubmissionError, match=match):
+        score_on_disk(comp, frame, private)

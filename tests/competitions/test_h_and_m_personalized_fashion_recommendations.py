@@ -12,24 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mle_gym.competitions import Competition
-from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading import regression_metrics as rm
-from synthetic import prepared
+from synthetic import prepared, rejects_on_disk as _rejects, score_on_disk as _grade
 
 
 _prepared = prepared
 
 
-def _grade(comp: Competition, frame: pd.DataFrame, private: Path) -> float:
-    answers = comp.load_answers(private)
-    return comp.score(comp.validate(frame, answers), answers)
-
-
-def _rejects(comp: Competition, frame: pd.DataFrame, private: Path, match: str) -> None:
-    answers = comp.load_answers(private)
-    with pytest.raises(InvalidSubmissionError, match=match):
-        comp.score(comp.validate(frame, answers), answers)
 
 
 # -- h-and-m-personalized-fashion-recommendations ------------------------------------------------
