@@ -93,16 +93,6 @@ def _no_dump() -> None:
         pass
 
 
-def _favour_for_oom_kill() -> None:
-    """Make this process (and what it starts) the OOM killer's first choice; raising one's own
-    score needs no privilege. The warden raises it again where the agent lowered it."""
-    try:
-        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as handle:
-            handle.write(str(AGENT_OOM_SCORE_ADJ))
-    except OSError:  # no /proc (not Linux): nothing to favour
-        pass
-
-
 class Failure(Exception):
     """A request that failed for a reason the agent caused (a missing file, a bad path...)."""
 
@@ -155,7 +145,6 @@ class Shell:
                 attrs = termios.tcgetattr(0)
                 attrs[3] &= ~(termios.ECHO | termios.ECHONL)
                 termios.tcsetattr(0, termios.TCSANOW, attrs)
-                _favour_for_oom_kill()
                 os.dup2(log_fd, OUT_FD)
                 os.dup2(null_fd, NULL_FD)
                 os.chdir(self.code_dir)
@@ -168,7 +157,10 @@ class Shell:
         self._poller.register(master, select.POLLIN)
         self.counter = 0
         self._buf = b""
-        setup = "unset PROMPT_COMMAND __mle_c; set +o history; HISTFILE=; PS1=; PS2=; PS4=+; :"
+        # bash itself raises its OOM score (what it starts inherits it): this process cannot, as
+        # its /proc files are root's while it is not dumpable, and the child is not until it execs.
+        setup = (f"unset PROMPT_COMMAND __mle_c; set +o history; HISTFILE=; PS1=; PS2=; PS4=+; "
+                 f"{{ echo {AGENT_OOM_SCORE_ADJ} >/proc/self/oom_score_adj; }} 2>/dev/null; :")
         if self._line(setup, 30.0) is None:
             self.close()
             raise Failure("ESHELL", "the shell did not start (is bash installed in the sandbox?)")
@@ -842,8 +834,12 @@ class Warden:
         self._measured: int | None = None  # bytes the last whole pass found
         self._base: dict | None = None  # the file systems' counters when that pass began
         self._passes = 0
-        for pid in ("self", "1"):  # where the kernel lets root (CAP_SYS_RESOURCE), spare these first
-            _set_oom_score(pid, -1000)
+        # OOM scores are the container's business only: a warden run elsewhere (tests) leaves the
+        # machine's processes alone, and never touches root's.
+        self.oom_scores = bool(config.get("oom_scores")) and self.uid != 0
+        if self.oom_scores:
+            for pid in ("self", "1"):  # where the kernel lets root (CAP_SYS_RESOURCE), spare these first
+                _set_oom_score(pid, -1000)
 
     def op_hello(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
         return {"pid": os.getpid(), "shell_pid": 0, "uid": os.getuid()}, b""
@@ -858,7 +854,8 @@ class Warden:
         limit = req.get("limit")
         budget = req.get("budget_s")
         oom_kills = _oom_kills()
-        _favour_agent_for_oom_kill(self.uid)
+        if self.oom_scores:
+            _favour_agent_for_oom_kill(self.uid)
         counters = _fs_counters(self.roots)
         bound = None if self._measured is None else self._measured + _growth(self._base, counters)
         urgent = budget is None or limit is None or bound is None or bound > int(limit)
@@ -1089,6 +1086,8 @@ def _favour_agent_for_oom_kill(uid: int) -> None:
     """Raise the OOM score of every process of `uid` that lowered its own (the agent may lower
     it back to where it started, never below: the kernel's rule), so that where memory runs out the
     kernel ends the agent's processes before the helper, the warden or the container's own."""
+    if uid == 0:
+        return
     want = str(AGENT_OOM_SCORE_ADJ)
     for name in os.listdir("/proc"):
         if not name.isdigit():

@@ -370,7 +370,7 @@ class DockerSandbox(InsideSandbox):
             box.warden = None
         warden = HelperChannel(
             lambda: self._exec_transport(box, user="root"),
-            {"role": "warden", "writable": self._writable, "uid": self._agent_spec.split(":")[0]},
+            {"role": "warden", "writable": self._writable, "uid": self._agent_spec.split(":")[0], "oom_scores": True},
             start_timeout_s=self.config.start_timeout_s)
         warden.start()
         box.warden = warden
@@ -607,7 +607,12 @@ class DockerSandbox(InsideSandbox):
         if box is None or self.breach is not None or result.error is not None:
             return result
         if result.exit_code == 137 or result.timed_out or result.shell_restarted or box.oom_kills > before:
-            memory = self._warden_call({"op": "memory"}, timeout_s=30)
+            try:
+                memory = self._warden_call({"op": "memory"}, timeout_s=30)
+            except LimitBreached as breach:  # the kernel ended the warden itself: the episode ends
+                self.breach = breach.kind
+                self._replace_helper()
+                return result.model_copy(update={"shell_restarted": True, "restart_reason": breach.message})
             killed = box.oom_kills - before
             if killed > 0:
                 result.memory_killed = (
@@ -736,6 +741,7 @@ class DockerSandbox(InsideSandbox):
             "memory_bytes": cfg.memory_bytes(),
             "pids_limit": cfg.pids_limit,
             "shm_size": cfg.shm_size,
+            "shm_bytes": effective_shm_bytes(cfg),
             "disk_limit": cfg.disk_limit,
             "network": cfg.network,
             "gpus_requested": cfg.gpus,
