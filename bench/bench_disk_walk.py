@@ -6,9 +6,11 @@ env on aerial-cactus's sample data (default disk_limit, 20g), then measures `env
 0.2 s or more) with 0, then 10,000, then 100,000 empty folders in /tmp. The folders are made with
 `docker exec` as the agent's user, outside any step, so making them costs neither side a walk.
 /tmp lies on the image's storage driver (fuse-overlayfs on these machines: 70-240 us an entry to
-walk). Printed: the p50 of what a step costs beyond its 0.25 s, per side and file count, and the
-ratios. A step that raises is shown by its exception's name.
-Usage: python bench/bench_disk_walk.py [--baseline REF] [--rounds N] [-n SAMPLES]
+walk). Steps go on for `--window-s` seconds per count (60 by default: the walk now runs in passes
+spread over checks with rests between, so a window holds some of each). Printed: the p50 and the
+mean of what a step costs beyond its 0.25 s, per side and file count, and the ratios. A step that
+raises is shown by its exception's name and when.
+Usage: python bench/bench_disk_walk.py [--baseline REF] [--rounds N] [--window-s S]
 The default baseline is the last commit before the budgeted walk.
 """
 
@@ -55,7 +57,7 @@ def _make_folders(container: str, start: int, stop: int) -> float:
     return time.perf_counter() - t
 
 
-def worker(n: int) -> dict[str, object]:
+def worker(window_s: float) -> dict[str, object]:
     import gymnasium as gym
 
     import mle_gym  # noqa: F401
@@ -72,15 +74,19 @@ def worker(n: int) -> dict[str, object]:
             out[f"make {count}"] = _make_folders(container, made, count)
             made = count
         samples: list[float] = []
+        started = time.perf_counter()
         try:
-            for _ in range(n if count < 100_000 else max(n // 2, 2)):
+            while time.perf_counter() - started < window_s or len(samples) < 3:
                 t = time.perf_counter()
                 env.step(action)
                 samples.append(time.perf_counter() - t - SLEEP_S)
         except Exception as exc:  # noqa: BLE001 - the baseline's SandboxError is what is measured
-            out[str(count)] = type(exc).__name__
+            out[str(count)] = out[f"{count} mean"] = f"{type(exc).__name__} after {time.perf_counter() - started:.0f} s"
             break
         out[str(count)] = statistics.median(samples)
+        out[f"{count} mean"] = statistics.fmean(samples)
+        out[f"{count} max"] = max(samples)
+        out[f"{count} steps"] = len(samples)
     try:
         env.close()
     except Exception:  # noqa: BLE001 - a sandbox that raised may not close cleanly
@@ -88,9 +94,9 @@ def worker(n: int) -> dict[str, object]:
     return out
 
 
-def run_side(tree: Path, n: int) -> dict[str, object]:
+def run_side(tree: Path, window_s: float) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", str(n)], cwd=tree,
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", str(window_s)], cwd=tree,
                          env=env, capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
         raise SystemExit(f"worker in {tree} failed:\n{out.stderr[-3000:]}")
@@ -105,8 +111,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("-n", type=int, default=8, help="steps measured per file count")
-    parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--window-s", type=float, default=60.0, help="seconds of steps measured per file count")
+    parser.add_argument("--worker", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker is not None:
         print(json.dumps(worker(args.worker)))
@@ -115,7 +121,7 @@ def main() -> None:
     results: dict[str, list[dict[str, object]]] = {name: [] for name in sides}
     for r in range(args.rounds):
         for name, tree in sides.items():
-            results[name].append(run_side(tree, args.n))
+            results[name].append(run_side(tree, args.window_s))
             print(f"round {r + 1}: {name} done: {results[name][-1]}", file=sys.stderr)
 
     def med(side: str, key: str) -> object:
@@ -124,16 +130,19 @@ def main() -> None:
         return statistics.median(numbers) if len(numbers) == len(values) else next(v for v in values if not isinstance(v, float))
 
     new, old = "this tree", f"baseline {args.baseline}"
-    print(f"{'step cost beyond sleep, p50 ms':32s} {'this tree':>10s} {'baseline':>10s} {'ratio':>7s}")
-    for count in COUNTS:
-        a, b = med(new, str(count)), med(old, str(count))
-        ratio = f"{a / b:7.3f}x" if isinstance(a, float) and isinstance(b, float) and b else "      -"
-        print(f"{f'{count:,} folders in /tmp':32s} {_ms(a)} {_ms(b)} {ratio}")
-    for side in (new, old):
-        base = med(side, "0")
-        rel = [med(side, str(c)) for c in COUNTS[1:]]
-        words = ", ".join(f"{c:,}: {v / base:.2f}x" if isinstance(v, float) else f"{c:,}: {v}" for c, v in zip(COUNTS[1:], rel))
-        print(f"{side}: against 0 folders, {words}")
+    for stat_name, suffix in (("p50", ""), ("mean", " mean")):
+        print(f"{'step cost beyond sleep, ' + stat_name + ' ms':32s} {'this tree':>10s} {'baseline':>10s} {'ratio':>7s}")
+        for count in COUNTS:
+            a, b = med(new, f"{count}{suffix}"), med(old, f"{count}{suffix}")
+            ratio = f"{a / b:7.3f}x" if isinstance(a, float) and isinstance(b, float) and b else "      -"
+            print(f"{f'{count:,} folders in /tmp':32s} {_ms(a)} {_ms(b)} {ratio}")
+        for side in (new, old):
+            base = med(side, f"0{suffix}")
+            rel = [med(side, f"{c}{suffix}") for c in COUNTS[1:]]
+            words = ", ".join(f"{c:,}: {v / base:.2f}x" if isinstance(v, float) else f"{c:,}: {v}"
+                              for c, v in zip(COUNTS[1:], rel))
+            print(f"  {side}: against 0 folders, {words}")
+        print()
 
 
 if __name__ == "__main__":

@@ -821,9 +821,10 @@ class Warden:
     The disk check costs time in proportion to the agent's files only now and then: each `usage`
     request walks for at most the time it is given (`budget_s`), going on where the last one
     stopped, and between walks the file systems' own counters (statvfs: blocks and inodes in use)
-    bound how much can have been written since the last walk started. Only when that bound passes
-    the limit must a walk finish at once; one that cannot within URGENT_WALK_S fails closed (the
-    reply says so, and the host ends the episode at its disk limit).
+    bound how much can have been written since the last walk started. A new walk starts PASS_GAP_S
+    after the last ended, or PASS_GAP_PER_WALK_S times as long as it walked if that is longer. Only when that bound passes the limit must a walk finish at once; one that
+    cannot within URGENT_WALK_S fails closed (the reply says so, and the host ends the episode at
+    its disk limit).
     """
 
     def __init__(self, config: dict) -> None:
@@ -833,6 +834,8 @@ class Warden:
         self._pass: _DiskPass | None = None
         self._measured: int | None = None  # bytes the last whole pass found
         self._base: dict | None = None  # the file systems' counters when that pass began
+        self._done_at: float | None = None  # when that pass ended
+        self._walked_s = 0.0  # how long that pass walked, all its calls together
         self._passes = 0
         # OOM scores are the container's business only: a warden run elsewhere (tests) leaves the
         # machine's processes alone, and never touches root's.
@@ -859,12 +862,16 @@ class Warden:
         counters = _fs_counters(self.roots)
         bound = None if self._measured is None else self._measured + _growth(self._base, counters)
         urgent = budget is None or limit is None or bound is None or bound > int(limit)
+        started = time.monotonic()
+        reply: dict = {"oom_kills": oom_kills, "passes": self._passes}
         if self._pass is None:
+            gap = max(PASS_GAP_S, PASS_GAP_PER_WALK_S * self._walked_s)
+            if not urgent and self._done_at is not None and started - self._done_at < gap:
+                # the counters bound what was written since the last pass: no need to walk yet
+                return {**reply, "bytes": self._measured, "over": self._measured > int(limit), "resting": True}, b""
             self._pass = _DiskPass(self.roots, self.by_size, counters)
         walk = self._pass
-        started = time.monotonic()
         deadline = None if budget is None else started + (URGENT_WALK_S if urgent else float(budget))
-        reply: dict = {"oom_kills": oom_kills, "passes": self._passes}
         try:
             done = walk.advance(deadline)
         except _Unmeasurable as exc:  # fail closed: what cannot be measured is over the limit
@@ -884,6 +891,8 @@ class Warden:
                     "walking": True, "entries": walk.entries}, b""
         self._pass = None
         self._passes += 1
+        self._done_at = time.monotonic()
+        self._walked_s = walk.walked_s
         self._measured = walk.total + _deleted_open_bytes(self.uid, self.by_size)
         self._base = walk.counters
         reply["passes"] = self._passes
@@ -924,6 +933,13 @@ class _Unmeasurable(Exception):
 # Folders the disk walk holds open at once, one per level: far deeper than any real work goes,
 # well under the container's descriptor limit (20,000 here).
 MAX_WALK_DEPTH = 4096
+# How long after a whole pass the next may start (unless the counters say the limit may be passed):
+# what only a walk sees (a sparse file on fuse-overlayfs, counted at its size) waits at most this
+# and a pass.
+PASS_GAP_S = 30.0
+# ... and at least this many times as long as the last pass walked: the walk's share of the time
+# stays small (about 1/20 of a check's budget share) however many files there are.
+PASS_GAP_PER_WALK_S = 20.0
 # How long a walk may take when it must finish now (the file systems' counters say the limit may
 # be passed): about 100,000 files on fuse-overlayfs (70-240 us each), millions on a plain file system.
 URGENT_WALK_S = 30.0
@@ -951,9 +967,17 @@ class _DiskPass:
         self.seen: set = set()
         self.total = 0
         self.entries = 0
+        self.walked_s = 0.0
 
     def advance(self, deadline: float | None) -> bool:
         """Walk until done (True) or past `deadline` (False; None: no deadline)."""
+        started = time.monotonic()
+        try:
+            return self._advance(deadline)
+        finally:
+            self.walked_s += time.monotonic() - started
+
+    def _advance(self, deadline: float | None) -> bool:
         by_size, stack, flags = self.by_size, self.stack, self._FLAGS
         steps = 0
         try:

@@ -144,13 +144,19 @@ def _tree(root: Path, folders: int, files: int) -> None:
             (sub / f"{j}").write_bytes(b"")
 
 
-def test_a_budgeted_check_walks_on_where_the_last_stopped_and_ends_with_the_whole_count(tmp_path: Path) -> None:
+def test_a_budgeted_check_walks_on_where_the_last_stopped_and_ends_with_the_whole_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _tree(tmp_path, 40, 50)  # 2,040 entries
     whole = agentd._walk_bytes(str(tmp_path), os.lstat(tmp_path).st_dev, set(), frozenset())
     warden = agentd.Warden({"writable": [str(tmp_path)], "uid": os.getuid()})
     limit = 1 << 40
     first, _ = warden.op_usage({"limit": limit, "budget_s": 1.0}, b"")  # no pass yet: it must finish
     assert first["passes"] == 1 and first["bytes"] >= whole and not first.get("over")
+    # within PASS_GAP_S of a pass, with the counters under the limit, a check does not walk at all
+    resting, _ = warden.op_usage({"limit": limit, "budget_s": 1.0}, b"")
+    assert resting.get("resting") and resting["passes"] == 1 and resting["bytes"] == first["bytes"]
+    monkeypatch.setattr(agentd, "PASS_GAP_S", 0.0)
+    monkeypatch.setattr(agentd, "PASS_GAP_PER_WALK_S", 0.0)
     calls = 0
     while True:  # a budget too small for the tree: the next pass spreads over calls
         calls += 1
