@@ -740,7 +740,8 @@ class Helper:
         a round trip to the FUSE daemon on fuse-overlayfs) or kept in memory, so a folder of
         millions costs a pass over its names and no more than `max_entries` entries of memory."""
         path = req["path"]
-        limit = max(int(req.get("max_entries") or DEFAULT_LIST_ENTRIES), 0)
+        asked = req.get("max_entries")
+        limit = max(int(DEFAULT_LIST_ENTRIES if asked is None else asked), 0)
         real = self._real(path)
         entries = []
         folder = -1
@@ -822,9 +823,11 @@ class Warden:
     request walks for at most the time it is given (`budget_s`), going on where the last one
     stopped, and between walks the file systems' own counters (statvfs: blocks and inodes in use)
     bound how much can have been written since the last walk started. A new walk starts PASS_GAP_S
-    after the last ended, or PASS_GAP_PER_WALK_S times as long as it walked if that is longer. Only when that bound passes the limit must a walk finish at once; one that
-    cannot within URGENT_WALK_S fails closed (the reply says so, and the host ends the episode at
-    its disk limit).
+    after the last ended (or PASS_GAP_PER_WALK_S times as long as it walked, if longer). Only when
+    that bound passes the limit must a walk finish at once; one that cannot within URGENT_WALK_S
+    fails closed (the reply says so, and the host ends the episode at its disk limit). Writes by
+    others to the same file system count in the bound too: they make a walk due (and so, for an
+    agent with more files than URGENT_WALK_S walks, can end its episode), never a breach by bytes.
     """
 
     def __init__(self, config: dict) -> None:

@@ -178,7 +178,8 @@ TOOL_DESCRIPTIONS = {
     "read_file": "Read a text file, optionally only lines start_line..end_line.",
     "write_file": "Create or overwrite a text file with the given content.",
     "edit_file": "Replace one exact, unique occurrence of `old` with `new` in a text file.",
-    "list_dir": "List the entries of a folder with their kinds and sizes.",
+    "list_dir": "List the entries of a folder with their kinds and sizes (of a very large folder, the first "
+                "by name, saying how many were left out).",
     "validate_submission": "Check a submission file's format (columns, ids, row count, values). "
                            "It never reveals the score.",
     "submit": "Submit the submission file for grading. This ends the episode.",

@@ -93,7 +93,7 @@ SYSV_SHM_SHARE = 8
 # many files the agent has.
 DISK_WALK_SHARE = 0.1
 DISK_WALK_MIN_S = 0.002
-DISK_WALK_MAX_S = 1.0
+DISK_WALK_MAX_S = 0.05  # a step after a long think (an LLM agent's) pays no more than this
 WARDEN_TIMEOUT_S = 90.0  # past agentd.URGENT_WALK_S, the longest a usage request walks
 
 
