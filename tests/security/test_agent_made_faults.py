@@ -165,3 +165,24 @@ def test_100000_folders_in_tmp_neither_raise_nor_escape_the_disk_limit(open_epis
         flood = episode.bash("true", guard_s=600)
     assert flood.truncated and flood.info["truncation_reason"] == "disk_limit", flood.info
     assert "grade" in flood.info
+
+
+def test_a_disk_check_past_its_deadline_ends_the_episode_at_its_disk_limit(open_episode, monkeypatch) -> None:
+    """The old check raised SandboxError when its walk passed the host's deadline (60 s; 100,000
+    folders on fuse-overlayfs did it). Here the deadline is cut to half a second so that 30,000
+    folders pass it: the walk that must finish at once (a flood makes the disk's counters pass the
+    limit) cannot, and the episode ends at its disk limit, with the reason."""
+    from mle_gym.sandbox.docker import container
+
+    monkeypatch.setattr(container, "WARDEN_TIMEOUT_S", 0.5)
+    episode = open_episode(disk_limit="1g", command_timeout_s=600, max_steps=40)
+    made = episode.bash("python3 -c $'import os\\nfor i in range(30000):\\n"
+                        "    os.makedirs(\"/tmp/w/%d/%d\" % (i // 1000, i))\\nprint(\"made\")'", guard_s=600)
+    assert "made" in made.observation and not made.truncated, made.observation
+    assert episode.bash("true").info["exit_code"] == 0  # budgeted checks stay within the deadline
+    flood = episode.bash("head -c 1200M /dev/zero > /tmp/big; echo wrote", guard_s=600)
+    if not flood.truncated:
+        flood = episode.bash("true", guard_s=600)
+    assert flood.truncated and flood.info["truncation_reason"] == "disk_limit", flood.info
+    assert "could not be measured" in flood.observation, flood.observation
+    assert "grade" in flood.info
