@@ -89,22 +89,22 @@ def worker(window_s: float) -> dict[str, object]:
         out[f"{count} steps"] = len(samples)
     try:
         env.close()
-    except Exception:  # noqa: BLE001 - a sandbox that raised may not close cleanly
-        pass
+    except Exception as exc:  # noqa: BLE001 - a sandbox that raised may not close cleanly
+        print(f"close: {type(exc).__name__}: {exc}", file=sys.stderr)
     return out
 
 
 def run_side(tree: Path, window_s: float) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", str(window_s)], cwd=tree,
-                         env=env, capture_output=True, text=True, timeout=3600)
+                         env=env, capture_output=True, text=True, timeout=3600, check=False)
     if out.returncode != 0:
         raise SystemExit(f"worker in {tree} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _ms(value: object) -> str:
-    return f"{value * 1e3:10.1f}" if isinstance(value, float) else f"{str(value):>10s}"
+    return f"{value * 1e3:10.1f}" if isinstance(value, float) else f"{value!s:>10s}"
 
 
 def main() -> None:

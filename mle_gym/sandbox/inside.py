@@ -30,7 +30,12 @@ from mle_gym.sandbox.base import (
     SandboxPaths,
     TextSlice,
 )
-from mle_gym.sandbox.channel import HelperChannel, HelperFailure, HelperGoneError, Transport
+from mle_gym.sandbox.channel import (
+    HelperChannel,
+    HelperFailure,
+    HelperGoneError,
+    Transport,
+)
 
 log = logging.getLogger(__name__)
 
