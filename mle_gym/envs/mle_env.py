@@ -73,7 +73,8 @@ class MLEEnv(gym.Env[str, dict]):
 
     ## Episode End
     `submit` terminates (`terminated=True`). Running out of `max_steps` or of `time_limit_s`
-    (wall clock since reset) truncates (`truncated=True`, `info["truncation_reason"]`). Either
+    (wall clock since reset) truncates (`truncated=True`, `info["truncation_reason"]`), as does going
+    over a sandbox limit ("disk_limit", "memory_limit": see the README's sandbox section). Either
     way the submission present at that moment is graded and `info["grade"]` holds the report.
     `gym.make(id, max_episode_steps=N)` lowers `max_steps` to N, so TimeLimit's truncation is graded.
 
@@ -366,7 +367,8 @@ class MLEEnv(gym.Env[str, dict]):
             if truncated:
                 info["truncation_reason"] = reason
                 budget = {"max_steps": "step budget ran out", "time_limit": "time limit ran out",
-                          "disk_limit": "episode went over its disk limit"}.get(reason or "", f"{reason} was hit")
+                          "disk_limit": "episode went over its disk limit",
+                          "memory_limit": "agent's processes filled the sandbox's memory"}.get(reason or "", f"{reason} was hit")
                 observation += f"\n[episode over: the {budget}; {self.submission_path} was graded as it stood]"
         self._last_observation = observation
         return observation, reward, terminated, truncated, info

@@ -7,6 +7,6 @@ session imports pexpect.
 
 from __future__ import annotations
 
-from mle_gym.sandbox.base import DirEntry, ExecResult, Sandbox, SandboxPaths
+from mle_gym.sandbox.base import DirEntry, DirListing, ExecResult, Sandbox, SandboxPaths
 
-__all__ = ["DirEntry", "ExecResult", "Sandbox", "SandboxPaths"]
+__all__ = ["DirEntry", "DirListing", "ExecResult", "Sandbox", "SandboxPaths"]

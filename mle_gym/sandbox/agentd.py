@@ -21,6 +21,7 @@ trace it nor open its descriptors through /proc.
 from __future__ import annotations
 
 import errno
+import heapq
 import json
 import os
 import posixpath
@@ -42,7 +43,15 @@ OUT_FD, NULL_FD = 61, 62
 SHELL_LOG_ROTATE_BYTES = 16 * 1024 * 1024
 MAX_INLINE_BYTES = 3000  # a pty line in canonical mode holds 4095 bytes; longer commands go via a file
 _HEADER = struct.Struct(">I")
-_MAX_HEADER = 1 << 24
+# The most one message's header may hold, either way (a request's body for a lean `exec`): a reply
+# that would pass it is sent as a failure that says so instead, and the host refuses to send a
+# longer request (channel.HelperChannel), so nothing the agent makes can end the helper this way.
+MAX_FRAME_BYTES = 1 << 24
+# list_dir's first entries by name when the caller gives no number (the host always gives one).
+DEFAULT_LIST_ENTRIES = 10_000
+# What the agent's processes score for the kernel's OOM killer (the most there is): where memory
+# runs out, they go before the helper, the warden or the container's own processes (score 0).
+AGENT_OOM_SCORE_ADJ = 1000
 _FLOOD_POLL_S = 0.05
 # What a file, folder or link of the agent's counts towards the disk limit at least (_bytes_used): so
 # the default 20 GiB holds about five million files, a third of a typical host's inodes.
@@ -148,7 +157,10 @@ class Shell:
         self._poller.register(master, select.POLLIN)
         self.counter = 0
         self._buf = b""
-        setup = "unset PROMPT_COMMAND __mle_c; set +o history; HISTFILE=; PS1=; PS2=; PS4=+; :"
+        # bash itself raises its OOM score (what it starts inherits it): this process cannot, as
+        # its /proc files are root's while it is not dumpable, and the child is not until it execs.
+        setup = (f"unset PROMPT_COMMAND __mle_c; set +o history; HISTFILE=; PS1=; PS2=; PS4=+; "
+                 f"{{ echo {AGENT_OOM_SCORE_ADJ} >/proc/self/oom_score_adj; }} 2>/dev/null; :")
         if self._line(setup, 30.0) is None:
             self.close()
             raise Failure("ESHELL", "the shell did not start (is bash installed in the sandbox?)")
@@ -722,31 +734,44 @@ class Helper:
         return {"size": len(data)}, b""
 
     def op_list(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
+        """The folder's first `max_entries` entries by name, and how many it has in all.
+
+        Every name is read (getdents, cheap) but only those sent are looked at (one lstat each,
+        a round trip to the FUSE daemon on fuse-overlayfs) or kept in memory, so a folder of
+        millions costs a pass over its names and no more than `max_entries` entries of memory."""
         path = req["path"]
+        asked = req.get("max_entries")
+        limit = max(int(DEFAULT_LIST_ENTRIES if asked is None else asked), 0)
         real = self._real(path)
         entries = []
         folder = -1
         try:
             # by descriptor: each entry's lstat is then a lookup of one name in this folder
             folder = self._open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK)
-            with os.scandir(folder) as listing:
+            counter = [0]
+
+            def names(listing):
                 for entry in listing:
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    mode = info.st_mode
-                    kind = ("symlink" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode)
-                            else "file" if stat.S_ISREG(mode) else "other")
-                    name = os.fsencode(entry.name).decode("utf-8", "backslashreplace")
-                    entries.append([name, kind, info.st_size])
+                    counter[0] += 1
+                    yield os.fsencode(entry.name).decode("utf-8", "backslashreplace"), entry.name
+
+            with os.scandir(folder) as listing:
+                first = heapq.nsmallest(limit, names(listing))
+            for shown, name in first:
+                try:
+                    info = os.lstat(name, dir_fd=folder)
+                except OSError:  # gone since it was listed
+                    continue
+                mode = info.st_mode
+                kind = ("symlink" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode)
+                        else "file" if stat.S_ISREG(mode) else "other")
+                entries.append([shown, kind, info.st_size])
         except OSError as exc:
             raise _os_failure(exc, path) from None
         finally:
             if folder >= 0:
                 os.close(folder)
-        entries.sort()
-        return {"entries": entries}, b""
+        return {"entries": entries, "total": counter[0]}, b""
 
     def op_fetch(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
         """A submission: a regular file under the writable folders, at most `max_bytes`, unchanged while read."""
@@ -793,32 +818,93 @@ class Warden:
 
     The agent cannot signal, trace or stop it (it is not root). Sizes come from lstat alone: no
     link is followed and no file is opened, and the walk stays on the container's own file system.
+
+    The disk check costs time in proportion to the agent's files only now and then: each `usage`
+    request walks for at most the time it is given (`budget_s`), going on where the last one
+    stopped, and between walks the file systems' own counters (statvfs: blocks and inodes in use)
+    bound how much can have been written since the last walk started. A new walk starts PASS_GAP_S
+    after the last ended (or PASS_GAP_PER_WALK_S times as long as it walked, if longer). Only when
+    that bound passes the limit must a walk finish at once; one that cannot within URGENT_WALK_S
+    fails closed (the reply says so, and the host ends the episode at its disk limit). Writes by
+    others to the same file system count in the bound too: they make a walk due (and so, for an
+    agent with more files than URGENT_WALK_S walks, can end its episode), never a breach by bytes.
     """
 
     def __init__(self, config: dict) -> None:
         self.roots: list[str] = config["writable"]
         self.uid = int(config["uid"])
         self.by_size = _fuse_devices()
+        self._pass: _DiskPass | None = None
+        self._measured: int | None = None  # bytes the last whole pass found
+        self._base: dict | None = None  # the file systems' counters when that pass began
+        self._done_at: float | None = None  # when that pass ended
+        self._walked_s = 0.0  # how long that pass walked, all its calls together
+        self._passes = 0
+        # OOM scores are the container's business only: a warden run elsewhere (tests) leaves the
+        # machine's processes alone, and never touches root's.
+        self.oom_scores = bool(config.get("oom_scores")) and self.uid != 0
+        if self.oom_scores:
+            for pid in ("self", "1"):  # where the kernel lets root (CAP_SYS_RESOURCE), spare these first
+                _set_oom_score(pid, -1000)
 
     def op_hello(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
         return {"pid": os.getpid(), "shell_pid": 0, "uid": os.getuid()}, b""
 
-    def op_usage(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
-        """Bytes the agent's files take under the writable places, and in deleted files it holds open."""
-        total, seen = 0, set()
-        for root in self.roots:
-            try:
-                top = os.lstat(root)
-            except OSError:
-                continue
-            if not stat.S_ISDIR(top.st_mode):
-                total += _bytes_used(top, self.by_size)
-                continue
-            try:
-                total += _walk_bytes(root, top.st_dev, seen, self.by_size)
-            except _Unmeasurable as exc:  # fail closed: what cannot be measured is over the limit
-                return {"bytes": total, "unmeasurable": f"{root}: {exc}"}, b""
-        return {"bytes": total + _deleted_open_bytes(self.uid, self.by_size)}, b""
+    def op_usage(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
+        """Bytes the agent's files take under the writable places, and in deleted files it holds open.
+
+        `limit` (bytes) and `budget_s` (seconds of walking) make the check incremental; without
+        them the whole tree is walked now. The reply's `bytes` is the last whole pass's figure (or
+        more, when the pass under way has already counted more), `over` whether the limit is
+        passed, `unmeasurable` why the files could not be measured (fail closed)."""
+        limit = req.get("limit")
+        budget = req.get("budget_s")
+        oom_kills = _oom_kills()
+        if self.oom_scores:
+            _favour_agent_for_oom_kill(self.uid)
+        counters = _fs_counters(self.roots)
+        bound = None if self._measured is None else self._measured + _growth(self._base, counters)
+        urgent = budget is None or limit is None or bound is None or bound > int(limit)
+        started = time.monotonic()
+        reply: dict = {"oom_kills": oom_kills, "passes": self._passes}
+        if self._pass is None:
+            gap = max(PASS_GAP_S, PASS_GAP_PER_WALK_S * self._walked_s)
+            if not urgent and self._done_at is not None and started - self._done_at < gap:
+                # the counters bound what was written since the last pass: no need to walk yet
+                return {**reply, "bytes": self._measured, "over": self._measured > int(limit), "resting": True}, b""
+            self._pass = _DiskPass(self.roots, self.by_size, counters)
+        walk = self._pass
+        deadline = None if budget is None else started + (URGENT_WALK_S if urgent else float(budget))
+        try:
+            done = walk.advance(deadline)
+        except _Unmeasurable as exc:  # fail closed: what cannot be measured is over the limit
+            self._pass = None
+            walk.close()
+            return {**reply, "bytes": walk.total, "unmeasurable": str(exc)}, b""
+        if not done:
+            counted = walk.total
+            if urgent:
+                self._pass = None
+                walk.close()
+                return {**reply, "bytes": counted, "unmeasurable": (
+                    f"{walk.entries:,} files and folders were walked in {URGENT_WALK_S:g} s and more remain, while "
+                    "the disk's own counters say the limit may be passed; that many cannot be measured in time")}, b""
+            known = max(counted, self._measured or 0)
+            return {**reply, "bytes": known, "over": limit is not None and counted > int(limit),
+                    "walking": True, "entries": walk.entries}, b""
+        self._pass = None
+        self._passes += 1
+        self._done_at = time.monotonic()
+        self._walked_s = walk.walked_s
+        self._measured = walk.total + _deleted_open_bytes(self.uid, self.by_size)
+        self._base = walk.counters
+        reply["passes"] = self._passes
+        return {**reply, "bytes": self._measured, "over": limit is not None and self._measured > int(limit),
+                "entries": walk.entries}, b""
+
+    def op_memory(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
+        """The container's memory facts: OOM kills so far, its limit, and what /dev/shm holds."""
+        return {"oom_kills": _oom_kills(), "limit": _memory_limit(), "shm_bytes": _tmpfs_used("/dev/shm")}, b""
 
     def op_kill(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
         """SIGKILL every process of the agent's uid, until none is left."""
@@ -850,61 +936,236 @@ class _Unmeasurable(Exception):
 # Folders the disk walk holds open at once, one per level: far deeper than any real work goes,
 # well under the container's descriptor limit (20,000 here).
 MAX_WALK_DEPTH = 4096
+# How long after a whole pass the next may start (unless the counters say the limit may be passed):
+# what only a walk sees (a sparse file on fuse-overlayfs, counted at its size) waits at most this
+# and a pass.
+PASS_GAP_S = 30.0
+# ... and at least this many times as long as the last pass walked: the walk's share of the time
+# stays small (about 1/20 of a check's budget share) however many files there are.
+PASS_GAP_PER_WALK_S = 20.0
+# How long a walk may take when it must finish now (the file systems' counters say the limit may
+# be passed): about 100,000 files on fuse-overlayfs (70-240 us each), millions on a plain file system.
+URGENT_WALK_S = 30.0
+
+
+class _DiskPass:
+    """One walk over the writable places, resumable: `advance` goes on where the last call stopped.
+
+    Each folder is opened from its parent's descriptor, never following a link, and each entry's
+    lstat is one name in its folder (no path to build, so no path is too long; on fuse-overlayfs
+    a lookup from "/" would cost a round trip to the FUSE daemon). Files with several links count
+    once. A tree deeper than MAX_WALK_DEPTH, or one the walk runs out of descriptors in, raises
+    _Unmeasurable rather than go uncounted. Folders stay open between calls: one the agent moves
+    meanwhile may be counted twice or not at all in this pass, and the next pass sees it as it is.
+    """
+
+    _FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK
+
+    def __init__(self, roots: list[str], by_size: frozenset, counters: dict) -> None:
+        self.pending = list(reversed(roots))
+        self.by_size = by_size
+        self.counters = counters  # the file systems' counters when the pass began
+        self.stack: list = []
+        self.dev = 0
+        self.seen: set = set()
+        self.total = 0
+        self.entries = 0
+        self.walked_s = 0.0
+
+    def advance(self, deadline: float | None) -> bool:
+        """Walk until done (True) or past `deadline` (False; None: no deadline)."""
+        started = time.monotonic()
+        try:
+            return self._advance(deadline)
+        finally:
+            self.walked_s += time.monotonic() - started
+
+    def _advance(self, deadline: float | None) -> bool:
+        by_size, stack, flags = self.by_size, self.stack, self._FLAGS
+        steps = 0
+        try:
+            while True:
+                if not stack:
+                    if not self.pending:
+                        return True
+                    self._enter_root(self.pending.pop())
+                    continue
+                steps += 1
+                if deadline is not None and not steps & 7 and time.monotonic() > deadline:
+                    return False
+                fd, listing = stack[-1]
+                try:
+                    entry = next(listing, None)
+                except OSError:
+                    entry = None
+                if entry is None:
+                    stack.pop()
+                    listing.close()
+                    os.close(fd)
+                    continue
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                self.entries += 1
+                if info.st_dev != self.dev or (info.st_dev, info.st_ino) in self.seen:
+                    continue
+                if info.st_nlink > 1:
+                    self.seen.add((info.st_dev, info.st_ino))
+                self.total += _bytes_used(info, by_size)
+                if stat.S_ISDIR(info.st_mode):
+                    if len(stack) >= MAX_WALK_DEPTH:
+                        raise _Unmeasurable(f"folders nested more than {MAX_WALK_DEPTH:,} deep")
+                    try:
+                        child = os.open(entry.name, flags, dir_fd=fd)
+                    except OSError as exc:
+                        if exc.errno in (errno.EMFILE, errno.ENFILE):
+                            raise _Unmeasurable(f"too many folders open to walk ({exc.strerror})") from None
+                        continue
+                    try:
+                        stack.append((child, os.scandir(child)))
+                    except OSError:
+                        os.close(child)
+        except _Unmeasurable:
+            self.close()
+            raise
+
+    def _enter_root(self, root: str) -> None:
+        try:
+            top = os.lstat(root)
+        except OSError:
+            return
+        if not stat.S_ISDIR(top.st_mode):
+            self.total += _bytes_used(top, self.by_size)
+            return
+        try:
+            fd = os.open(root, self._FLAGS)
+        except OSError:
+            return
+        try:
+            listing = os.scandir(fd)
+        except OSError:
+            os.close(fd)
+            return
+        self.dev = top.st_dev
+        self.stack.append((fd, listing))
+
+    def close(self) -> None:
+        for fd, listing in self.stack:
+            listing.close()
+            os.close(fd)
+        self.stack.clear()
+        self.pending.clear()
 
 
 def _walk_bytes(root: str, dev: int, seen: set, by_size: frozenset) -> int:
-    """Bytes used under the folder `root` on device `dev`, walked by descriptor: each folder is
-    opened from its parent's, never following a link, and each entry's lstat is one name in its
-    folder (no path to build, so no path is too long; on fuse-overlayfs a lookup from "/"
-    would cost a round trip to the FUSE daemon). Files with several links count once (`seen`).
-    A tree deeper than MAX_WALK_DEPTH, or one the walk runs out of descriptors in, raises
-    _Unmeasurable rather than go uncounted."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK
-    try:
-        fd = os.open(root, flags)
-        listing = os.scandir(fd)
-    except OSError:
+    """Bytes used under the folder `root` (on its own device), walked whole now (see _DiskPass)."""
+    walk = _DiskPass([root], by_size, {})
+    walk.seen = seen
+    walk.advance(None)
+    return walk.total
+
+
+def _fs_counters(roots: list[str]) -> dict:
+    """Blocks and inodes in use on each file system under the roots, from statvfs (one call per
+    device). Keyed by the file system's size, so two mounts of one file system (Docker's volumes
+    and its storage driver often share the host's) count once."""
+    found: dict = {}
+    devices: set = set()
+    for root in roots:
+        try:
+            dev = os.lstat(root).st_dev
+            if dev in devices:
+                continue
+            devices.add(dev)
+            vfs = os.statvfs(root)
+        except OSError:
+            continue
+        key = (vfs.f_blocks, vfs.f_files, vfs.f_frsize)
+        found[key] = ((vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize, vfs.f_files - vfs.f_ffree if vfs.f_files else 0)
+    return found
+
+
+def _growth(before: dict | None, after: dict) -> int:
+    """How many bytes the agent can at most have added since `before` (if nothing else freed any):
+    blocks taken since, and INODE_CHARGE for each inode taken since (_bytes_used counts each entry
+    at least that). A file system not seen before counts as grown by nothing, a shrink as zero."""
+    if not before:
         return 0
-    total, stack = 0, [(fd, listing)]
+    grown = 0
+    for key, (used, inodes) in after.items():
+        if key in before:
+            was_used, was_inodes = before[key]
+            grown += max(used - was_used, 0) + max(inodes - was_inodes, 0) * INODE_CHARGE
+    return grown
+
+
+def _set_oom_score(pid: str, score: int) -> bool:
     try:
-        while stack:
-            fd, listing = stack[-1]
-            try:
-                entry = next(listing, None)
-            except OSError:
-                entry = None
-            if entry is None:
-                stack.pop()
-                listing.close()
-                os.close(fd)
+        with open(f"/proc/{pid}/oom_score_adj", "w", encoding="ascii") as handle:
+            handle.write(str(score))
+        return True
+    except OSError:  # lowering a score needs CAP_SYS_RESOURCE, which a container may not get
+        return False
+
+
+def _favour_agent_for_oom_kill(uid: int) -> None:
+    """Raise the OOM score of every process of `uid` that lowered its own (the agent may lower
+    it back to where it started, never below: the kernel's rule), so that where memory runs out the
+    kernel ends the agent's processes before the helper, the warden or the container's own."""
+    if uid == 0:
+        return
+    want = str(AGENT_OOM_SCORE_ADJ)
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid != uid:
                 continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if info.st_dev != dev or (info.st_dev, info.st_ino) in seen:
-                continue
-            if info.st_nlink > 1:
-                seen.add((info.st_dev, info.st_ino))
-            total += _bytes_used(info, by_size)
-            if stat.S_ISDIR(info.st_mode):
-                if len(stack) >= MAX_WALK_DEPTH:
-                    raise _Unmeasurable(f"folders nested more than {MAX_WALK_DEPTH:,} deep")
-                try:
-                    child = os.open(entry.name, flags, dir_fd=fd)
-                except OSError as exc:
-                    if exc.errno in (errno.EMFILE, errno.ENFILE):
-                        raise _Unmeasurable(f"too many folders open to walk ({exc.strerror})") from None
+            with open(f"/proc/{name}/oom_score_adj", encoding="ascii") as handle:
+                if handle.read().strip() == want:
                     continue
-                try:
-                    stack.append((child, os.scandir(child)))
-                except OSError:
-                    os.close(child)
-    finally:
-        for fd, listing in stack:
-            listing.close()
-            os.close(fd)
-    return total
+        except OSError:
+            continue
+        _set_oom_score(name, AGENT_OOM_SCORE_ADJ)
+
+
+def _read_small(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.read(4096)
+    except OSError:
+        return None
+
+
+def _oom_kills() -> int | None:
+    """Processes the kernel has killed for want of memory in this container's cgroup (v1 or v2)."""
+    for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
+        text = _read_small(path)
+        if text is None:
+            continue
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return None
+
+
+def _memory_limit() -> int | None:
+    for path in ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory.max"):
+        text = _read_small(path)
+        if text is not None and text.strip().isdigit():
+            value = int(text)
+            return value if value < 1 << 60 else None
+    return None
+
+
+def _tmpfs_used(path: str) -> int | None:
+    try:
+        vfs = os.statvfs(path)
+    except OSError:
+        return None
+    return (vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize
 
 
 def _deleted_open_bytes(uid: int | None, by_size: frozenset = frozenset()) -> int:
@@ -975,8 +1236,16 @@ def serve(handler: object, inp, out) -> None:
         if raw is None:
             return
         (length,) = _HEADER.unpack(raw)
-        if length > _MAX_HEADER:
-            return
+        if length > MAX_FRAME_BYTES:
+            # The host never sends one (it refuses first): read it away and say why, so the
+            # stream stays in step. A JSON request's payload cannot be skipped (its size is in
+            # the header): only a lean `exec` (no payload) is answered; anything else ends here.
+            first = _read_exact(inp, 1)
+            if first != b"X" or not _skip(inp, length - 1):
+                return
+            _write_reply(out_fd, {"ok": False, "errno": "E2BIG", "message": f"the request has {length:,} bytes, "
+                                  f"more than the {MAX_FRAME_BYTES:,} one message may hold"}, b"")
+            continue
         header_raw = _read_exact(inp, length)
         if header_raw is None:
             return
@@ -1031,8 +1300,15 @@ def _exec_json(result: tuple) -> tuple[dict, bytes]:
 
 
 def _json_frame(reply: dict, payload: bytes) -> bytes:
+    """A reply as one frame; one whose header would pass MAX_FRAME_BYTES becomes a failure that
+    says so (the host would take the longer header for a broken helper and end it)."""
     reply["n"] = len(payload)
     body = json.dumps(reply).encode()
+    if len(body) > MAX_FRAME_BYTES:
+        body = json.dumps({"ok": False, "errno": "E2BIG", "n": 0, "message": (
+            f"the answer would have a {len(body):,}-byte header, more than the {MAX_FRAME_BYTES:,} bytes one "
+            "message may hold; ask for less")}).encode()
+        payload = b""
     return b"".join((_HEADER.pack(len(body)), body, payload))
 
 
@@ -1109,6 +1385,16 @@ def _read_fd(fd: int, limit: int, expect: int | None = None) -> bytes:
         parts.append(chunk)
         left -= len(chunk)
     return b"".join(parts)
+
+
+def _skip(stream, n: int) -> bool:
+    """Read `n` bytes away; False if the stream ended first."""
+    while n > 0:
+        chunk = stream.read(min(n, 1 << 20))
+        if not chunk:
+            return False
+        n -= len(chunk)
+    return True
 
 
 def _read_exact(stream, n: int) -> bytes | None:

@@ -8,6 +8,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+MAX_COMMAND_BYTES = 4 * 1024 * 1024
+"""The longest command `Sandbox.exec` runs, in UTF-8 bytes. A long command reaches the shell's
+terminal in pieces (about a second a MiB here); `exec` refuses a longer one before it reaches the
+shell (`ExecResult.error`), which lives on with its jobs. Long text belongs in a file."""
+MAX_WRITE_BYTES = 64 * 1024 * 1024
+"""The most `Sandbox.write_file` writes in one call; more raises OSError (EFBIG)."""
+DEFAULT_LIST_ENTRIES = 10_000
+"""How many entries `list_dir` returns when not told: the first by name."""
+
 
 class SandboxPaths(BaseModel):
     """The four folders of a sandbox, as absolute paths seen by the agent."""
@@ -33,6 +42,20 @@ class DirEntry(BaseModel):
     size: int
 
 
+class DirListing(BaseModel):
+    """A folder's first entries by name, and how many it holds in all."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    entries: list[DirEntry]
+    total: int
+    """Entries in the folder; more than len(entries) when the listing was cut."""
+
+    @property
+    def omitted(self) -> int:
+        return max(self.total - len(self.entries), 0)
+
+
 class ExecResult(BaseModel):
     """What one shell command produced.
 
@@ -54,6 +77,9 @@ class ExecResult(BaseModel):
     restart_reason: str | None = None
     saved_capped: bool = False  # the saved full output stops at the sandbox's max_saved_output_bytes
     error: str | None = None  # why the command could not be run at all (what the sandbox said)
+    memory_killed: str | None = None
+    """What the sandbox says when the kernel ended processes of the agent for want of memory
+    while the command ran (its memory limit, what holds memory); None when it did not."""
 
     @property
     def output(self) -> str:
@@ -124,7 +150,9 @@ class Sandbox(abc.ABC):
 
     @abc.abstractmethod
     def exec(self, command: str, *, timeout_s: float, max_output_bytes: int) -> ExecResult:
-        """Run `command` in the persistent shell; kill its process tree after `timeout_s`."""
+        """Run `command` in the persistent shell; kill its process tree after `timeout_s`.
+
+        A command over MAX_COMMAND_BYTES is not run: the result's `error` says why."""
 
     @abc.abstractmethod
     def read_file(self, path: str, *, max_bytes: int | None = None) -> tuple[bytes, int]:
@@ -137,11 +165,15 @@ class Sandbox(abc.ABC):
 
     @abc.abstractmethod
     def write_file(self, path: str, data: bytes) -> None:
-        """Create or replace a file (parents are created)."""
+        """Create or replace a file (parents are created); at most MAX_WRITE_BYTES."""
 
     @abc.abstractmethod
-    def list_dir(self, path: str) -> list[DirEntry]:
-        """List a folder, sorted by name."""
+    def read_dir(self, path: str, *, max_entries: int = DEFAULT_LIST_ENTRIES) -> DirListing:
+        """A folder's first `max_entries` entries by name, and how many it holds."""
+
+    def list_dir(self, path: str, *, max_entries: int = DEFAULT_LIST_ENTRIES) -> list[DirEntry]:
+        """A folder's entries sorted by name (the first `max_entries`: see `read_dir` for the count)."""
+        return self.read_dir(path, max_entries=max_entries).entries
 
     @abc.abstractmethod
     def fetch_file(self, path: str, dest: Path, *, max_bytes: int) -> FetchResult:

@@ -29,7 +29,7 @@ _HEADER = struct.Struct(">I")
 # mapping of its own, about 10 us per call on a path that mostly carries a hundred bytes; 64 KiB
 # comes from the heap in under a microsecond (and Docker's stream comes in 32 KiB frames anyway).
 _CHUNK = 1 << 16
-_MAX_HEADER = 1 << 24
+_MAX_HEADER = agentd.MAX_FRAME_BYTES
 _EXEC_REQUEST = agentd._EXEC_REQUEST
 _EXEC_REPLY = agentd._EXEC_REPLY
 
@@ -66,6 +66,12 @@ class HelperFailure(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def _too_long(size: int) -> HelperFailure:
+    """A request the helper could not take, refused before it is sent (the helper lives on)."""
+    return HelperFailure("E2BIG", f"the request has {size:,} bytes, more than the {_MAX_HEADER:,} one message "
+                                  "to the sandbox helper may hold")
 
 
 class Transport:
@@ -324,6 +330,8 @@ class HelperChannel:
         if header.get("op") == "exec" and not payload and sink is None:
             return self._exec(header, deadline, tick, tick_every_s)
         body = json.dumps({**header, "n": len(payload)}).encode()
+        if len(body) > _MAX_HEADER:
+            raise _too_long(len(body))
         self._transport.send(_HEADER.pack(len(body)) + body + payload, deadline)
         (length,) = _HEADER.unpack(self._read(_HEADER.size, deadline, tick, tick_every_s))
         if length > _MAX_HEADER:
@@ -351,6 +359,8 @@ class HelperChannel:
         command = str(header["command"]).encode("utf-8", "surrogatepass")
         fixed = _EXEC_REQUEST.pack(float(header["timeout_s"]), int(header["max_output_bytes"]),
                                    int(header["max_saved_bytes"]))
+        if 1 + len(fixed) + len(command) > _MAX_HEADER:
+            raise _too_long(1 + len(fixed) + len(command))
         self._transport.send(b"".join((_HEADER.pack(1 + len(fixed) + len(command)), b"X", fixed, command)), deadline)
         (length,) = _HEADER.unpack(self._read(_HEADER.size, deadline, tick, tick_every_s))
         if length > _MAX_HEADER:

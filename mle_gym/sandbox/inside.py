@@ -18,14 +18,32 @@ from pathlib import Path
 from typing import Any
 
 from mle_gym.errors import SandboxError, SandboxPathError, ShellDiedError
-from mle_gym.sandbox.base import DirEntry, ExecResult, FetchResult, Sandbox, SandboxPaths, TextSlice
-from mle_gym.sandbox.channel import HelperChannel, HelperFailure, HelperGoneError, Transport
+from mle_gym.sandbox.base import (
+    DEFAULT_LIST_ENTRIES,
+    MAX_COMMAND_BYTES,
+    MAX_WRITE_BYTES,
+    DirEntry,
+    DirListing,
+    ExecResult,
+    FetchResult,
+    Sandbox,
+    SandboxPaths,
+    TextSlice,
+)
+from mle_gym.sandbox.channel import (
+    HelperChannel,
+    HelperFailure,
+    HelperGoneError,
+    Transport,
+)
 
 log = logging.getLogger(__name__)
 
 OUTPUT_DIR = "outputs"  # under the logs folder: the shell's output log, full outputs of long commands
-# Time a helper gets beyond a command's own timeout to kill it, resync or restart its shell.
+# Time a helper gets beyond a command's own timeout to kill it, resync or restart its shell; and,
+# per byte of command, to pass a long command to the shell's terminal (about 1 us a byte here).
 EXEC_GRACE_S = 30.0
+EXEC_GRACE_PER_BYTE_S = 4e-6
 FILE_OP_TIMEOUT_S = 120.0
 
 _ERRNO_TYPES: dict[str, type[OSError]] = {
@@ -89,6 +107,10 @@ class InsideSandbox(Sandbox):
     def _check_after_step(self, duration_s: float) -> None:
         """Runs after each operation; backends check their limits here."""
 
+    def _helper_lost(self, cause: BaseException) -> None:
+        """Runs when the helper ended unasked, before it is replaced; may raise `LimitBreached`
+        (the Docker backend does where the kernel killed it for want of memory)."""
+
     # -- the helper --------------------------------------------------------------------
     def _helper_config(self) -> dict[str, Any]:
         p = self.paths
@@ -140,6 +162,12 @@ class InsideSandbox(Sandbox):
                 return helper.request(header, payload, **kwargs)
             except HelperGoneError as exc:
                 log.warning("sandbox helper gone during %s (%s); replacing it", header.get("op"), exc)
+                try:
+                    self._helper_lost(exc)
+                except LimitBreached as breach:  # the agent's doing: its episode ends, the call fails
+                    self.breach = breach.kind
+                    self._replace_helper()
+                    raise SandboxOutOfMemoryError(errno.ENOMEM, breach.message, header.get("path")) from None
                 if attempt == 2:
                     raise self._harness_fault(exc) from exc
                 self._replace_helper()
@@ -147,6 +175,11 @@ class InsideSandbox(Sandbox):
 
     # -- commands ----------------------------------------------------------------------
     def exec(self, command: str, *, timeout_s: float, max_output_bytes: int) -> ExecResult:
+        size = len(command) if len(command) <= MAX_COMMAND_BYTES // 4 else len(command.encode("utf-8", "surrogatepass"))
+        if size > MAX_COMMAND_BYTES:  # refused here: the shell, its jobs and the helper never see it
+            return ExecResult(head="", exit_code=None, error=(
+                f"the command is {size:,} bytes long; a command may have at most {MAX_COMMAND_BYTES:,} bytes "
+                "(write long text to a file with write_file, then run it)"))
         helper = self._ensure_helper()
         started = time.monotonic()
         request = {
@@ -154,7 +187,8 @@ class InsideSandbox(Sandbox):
             "max_output_bytes": max_output_bytes, "max_saved_bytes": self.max_saved_output_bytes,
         }
         try:
-            reply, data = helper.request(request, timeout_s=timeout_s + EXEC_GRACE_S, tick=self._tick,
+            reply, data = helper.request(request, timeout_s=timeout_s + EXEC_GRACE_S + size * EXEC_GRACE_PER_BYTE_S,
+                                         tick=self._tick,
                                          tick_every_s=self._tick_every_s())
         except LimitBreached as breach:
             self.breach = breach.kind
@@ -165,6 +199,13 @@ class InsideSandbox(Sandbox):
             return ExecResult(head="", exit_code=None, duration_s=time.monotonic() - started, error=str(failure))
         except HelperGoneError as exc:
             timed_out = time.monotonic() - started >= timeout_s
+            try:
+                self._helper_lost(exc)
+            except LimitBreached as breach:
+                self.breach = breach.kind
+                self._replace_helper()
+                return ExecResult(head="", exit_code=None, duration_s=time.monotonic() - started,
+                                  shell_restarted=True, restart_reason=breach.message)
             self._replace_helper()
             return ExecResult(
                 head="", exit_code=None, timed_out=timed_out, duration_s=time.monotonic() - started,
@@ -238,11 +279,16 @@ class InsideSandbox(Sandbox):
         )
 
     def write_file(self, path: str, data: bytes) -> None:
-        self._file_call({"op": "write", "path": self.resolve(path)}, data)
+        resolved = self.resolve(path)
+        if len(data) > MAX_WRITE_BYTES:
+            raise OSError(errno.EFBIG, f"{len(data):,} bytes are more than one write may hold ({MAX_WRITE_BYTES:,}); "
+                                       "write the file in parts with bash", path)
+        self._file_call({"op": "write", "path": resolved}, data)
 
-    def list_dir(self, path: str) -> list[DirEntry]:
-        reply, _ = self._file_call({"op": "list", "path": self.resolve(path)})
-        return [DirEntry(name=name, kind=kind, size=size) for name, kind, size in reply["entries"]]
+    def read_dir(self, path: str, *, max_entries: int = DEFAULT_LIST_ENTRIES) -> DirListing:
+        reply, _ = self._file_call({"op": "list", "path": self.resolve(path), "max_entries": max(int(max_entries), 0)})
+        entries = [DirEntry(name=name, kind=kind, size=size) for name, kind, size in reply["entries"]]
+        return DirListing(entries=entries, total=int(reply.get("total", len(entries))))
 
     def fetch_file(self, path: str, dest: Path, *, max_bytes: int) -> FetchResult:
         """Copy a submission out: a regular file under the writable folders, at most `max_bytes`."""
@@ -257,6 +303,9 @@ class InsideSandbox(Sandbox):
         except HelperFailure as failure:  # what the file system said of the agent's path
             dest.unlink(missing_ok=True)
             return FetchResult(found=True, problem=f"{agent_path}: it could not be read ({failure})")
+        except SandboxOutOfMemoryError as exc:
+            dest.unlink(missing_ok=True)
+            return FetchResult(found=True, problem=f"{agent_path}: it could not be read ({exc.strerror})")
         if not reply["found"]:
             dest.unlink(missing_ok=True)
             return FetchResult(found=False)
@@ -264,6 +313,11 @@ class InsideSandbox(Sandbox):
             dest.unlink(missing_ok=True)
             return FetchResult(found=True, problem=f"{agent_path}: {reply['problem']}")
         return FetchResult(found=True, size=int(reply.get("size", 0)))
+
+
+class SandboxOutOfMemoryError(OSError):
+    """A file request that failed because the agent's processes took the sandbox's memory (the
+    episode ends at "memory_limit"); an OSError, so the file tools report it as a tool error."""
 
 
 class LimitBreached(Exception):

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict
 
 from mle_gym.errors import SandboxPathError
-from mle_gym.sandbox.base import Sandbox
-from mle_gym.tools.parse import ParsedCall, ToolCallError
+from mle_gym.sandbox.base import MAX_COMMAND_BYTES, MAX_WRITE_BYTES, Sandbox
+from mle_gym.tools.parse import ParsedCall, ToolCallError, printable
 from mle_gym.tools.render import cap_text, join_capped, render_exec
 from mle_gym.tools.schemas import (
     BashArgs,
@@ -22,8 +22,19 @@ from mle_gym.tools.schemas import (
 )
 
 MAX_TEXT_FILE_BYTES = 20 * 1024 * 1024
+LIST_DIR_MAX_ENTRIES = 1000
+"""The most entries list_dir shows; it says how many it left out (bash lists the rest)."""
 SubmissionValidator = Callable[[str], tuple[bool | None, str]]
 """validate(agent path) -> (valid, message); valid is None when no file is there."""
+
+
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _sh_word(text: str) -> str:
+    """`text` as one word for a POSIX shell."""
+    return "'" + text.replace("'", "'\\''") + "'"
 
 
 class ToolResult(BaseModel):
@@ -89,6 +100,11 @@ class ToolExecutor:
 
     # -- tools ---------------------------------------------------------------------------
     def _bash(self, args: BashArgs, time_left_s: float | None) -> ToolResult:
+        size = len(args.command) if len(args.command) <= MAX_COMMAND_BYTES // 4 else _utf8_size(args.command)
+        if size > MAX_COMMAND_BYTES:  # refused before it reaches the shell, which lives on with its jobs
+            raise ToolCallError("invalid_arguments", f"the command is {size:,} bytes long in UTF-8; a command may have "
+                                f"at most {MAX_COMMAND_BYTES:,} bytes. Write long text to a file with write_file "
+                                "(in parts if need be) and run that instead")
         timeout = args.timeout_s or self.command_timeout_s
         if time_left_s is not None:
             timeout = max(min(timeout, time_left_s), 0.001)
@@ -97,6 +113,8 @@ class ToolExecutor:
         error = None
         if res.timed_out:
             error = {"type": "timeout", "message": f"the command ran past {timeout:g} s and was killed"}
+        elif res.memory_killed is not None:
+            error = {"type": "out_of_memory", "message": res.memory_killed}
         return ToolResult(
             tool="bash", observation=observation, exit_code=res.exit_code, duration_s=res.duration_s,
             output_truncated=res.truncated or len(res.head) > self.max_output_chars, timed_out=res.timed_out,
@@ -121,6 +139,12 @@ class ToolExecutor:
     def _binary(path: str, size: int) -> ToolCallError:
         return ToolCallError("binary_file", f"{path} is a binary file ({size:,} bytes read); "
                              "inspect it with bash, e.g. `xxd FILE | head` or Python")
+
+    @staticmethod
+    def _check_write_size(path: str, size: int) -> None:
+        if size > MAX_WRITE_BYTES:
+            raise ToolCallError("file_too_large", f"{path}: the new content has {size:,} bytes, more than one write "
+                                f"may hold ({MAX_WRITE_BYTES:,}); write it in parts (e.g. append with bash)")
 
     def _read_file(self, args: ReadFileArgs, _time_left: float | None) -> ToolResult:
         if args.start_line and args.end_line and args.end_line < args.start_line:
@@ -147,6 +171,7 @@ class ToolExecutor:
     def _write_file(self, args: WriteFileArgs, _time_left: float | None) -> ToolResult:
         resolved = self.sandbox.resolve(args.path)
         data = args.content.encode("utf-8", "surrogatepass")
+        self._check_write_size(args.path, len(data))
         self.sandbox.write_file(resolved, data)
         return ToolResult(tool="write_file", observation=f"Wrote {len(data):,} bytes to {resolved}")
 
@@ -158,18 +183,34 @@ class ToolExecutor:
         if count > 1:
             raise ToolCallError("edit_ambiguous", f"`old` occurs {count} times in {resolved}; include more context so it is unique")
         line = text[: text.index(args.old)].count("\n") + 1
-        self.sandbox.write_file(resolved, text.replace(args.old, args.new, 1).encode("utf-8", "surrogatepass"))
+        data = text.replace(args.old, args.new, 1).encode("utf-8", "surrogatepass")
+        self._check_write_size(args.path, len(data))
+        self.sandbox.write_file(resolved, data)
         return ToolResult(tool="edit_file", observation=f"Edited {resolved}: replaced 1 occurrence starting at line {line}")
 
     def _list_dir(self, args: ListDirArgs, _time_left: float | None) -> ToolResult:
         resolved = self.sandbox.resolve(args.path)
-        entries = self.sandbox.list_dir(resolved)
-        if not entries:
+        listing = self.sandbox.read_dir(resolved, max_entries=LIST_DIR_MAX_ENTRIES)
+        if not listing.entries and not listing.total:
             return ToolResult(tool="list_dir", observation=f"{resolved} is empty")
         rows = [f"{e.name}/" if e.kind == "dir" else (f"{e.name} -> (link)" if e.kind == "symlink" else f"{e.name}  {e.size:,} bytes")
-                for e in entries]
-        shown, truncated = cap_text(f"{resolved}:\n" + "\n".join(rows), self.max_output_chars)
-        return ToolResult(tool="list_dir", observation=shown, output_truncated=truncated)
+                for e in listing.entries]
+        # Whole rows up to the output cap, with room for the notice: the agent learns exactly
+        # which entries it saw (the first by name) and how many it did not.
+        budget = self.max_output_chars - 400
+        text, shown = printable(f"{resolved}:", nul=False), 0
+        for row in rows:
+            row = printable(row, nul=False)
+            if len(text) + 1 + len(row) > budget:
+                break
+            text += "\n" + row
+            shown += 1
+        if shown < listing.total:
+            text += (f"\n[{listing.total:,} entries in all; showing the first {shown:,} by name, {listing.total - shown:,} "
+                     f"left out. See the rest with bash, e.g. `LC_ALL=C ls -A {_sh_word(resolved)} | sed -n '{shown + 1},{shown + 1000}p'`, "
+                     "or list a subfolder]")
+            return ToolResult(tool="list_dir", observation=text, output_truncated=True)
+        return ToolResult(tool="list_dir", observation=text)
 
     def _validate_submission(self, args: ValidateSubmissionArgs, _time_left: float | None) -> ToolResult:
         path = self.sandbox.resolve(args.path or self.default_submission_path)

@@ -57,6 +57,8 @@ def render_exec(result: ExecResult, *, timeout_s: float, max_chars: int, code_di
         )
     elif result.exit_code is not None:
         lines.append(f"[exit code: {result.exit_code}]")
+    if result.memory_killed is not None:
+        lines.append(f"[{printable(result.memory_killed, nul=False)}]")
     if result.shell_restarted:
         lines.append(
             f"[{result.restart_reason or 'the shell ended'}; a new shell was started in {code_dir}: "

@@ -23,12 +23,13 @@ TOOL_ERROR_TYPES = (
     "edit_no_match",
     "edit_ambiguous",
     "timeout",             # the command ran past its timeout and was killed
+    "out_of_memory",       # the kernel ended processes of the command for want of memory (the sandbox's limit)
     "no_tool_call",        # raw message text in which no tool call was found (nothing ran)
 )
 ToolErrorType = Literal[
     "invalid_json", "invalid_action", "unknown_tool", "invalid_arguments", "path_outside_sandbox",
     "file_not_found", "is_a_directory", "not_a_directory", "read_only", "binary_file", "file_too_large",
-    "file_error", "edit_no_match", "edit_ambiguous", "timeout", "no_tool_call",
+    "file_error", "edit_no_match", "edit_ambiguous", "timeout", "out_of_memory", "no_tool_call",
 ]
 
 
@@ -177,7 +178,8 @@ TOOL_DESCRIPTIONS = {
     "read_file": "Read a text file, optionally only lines start_line..end_line.",
     "write_file": "Create or overwrite a text file with the given content.",
     "edit_file": "Replace one exact, unique occurrence of `old` with `new` in a text file.",
-    "list_dir": "List the entries of a folder with their kinds and sizes.",
+    "list_dir": "List the entries of a folder with their kinds and sizes (of a very large folder, the first "
+                "by name, saying how many were left out).",
     "validate_submission": "Check a submission file's format (columns, ids, row count, values). "
                            "It never reveals the score.",
     "submit": "Submit the submission file for grading. This ends the episode.",

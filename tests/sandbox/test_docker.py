@@ -27,6 +27,7 @@ from mle_gym.errors import (
     SandboxError,
 )
 from mle_gym.sandbox.base import ExecResult
+from mle_gym.sandbox.docker.container import effective_shm_bytes
 from mle_gym.sandbox.docker import (
     LABEL,
     LABEL_PID,
@@ -91,6 +92,17 @@ def test_config_rejects_unknown_and_malformed_options() -> None:
     assert DockerSandboxConfig(gpus=[0, "GPU-abc"]).gpus == [0, "GPU-abc"]
     defaults = DockerSandboxConfig()
     assert (defaults.network, defaults.gpus, defaults.image) == ("none", "auto", "auto")
+
+
+def test_dev_shm_is_at_most_half_the_memory() -> None:
+    """Files in /dev/shm are memory no process owns: the OOM killer could not free it by ending
+    the agent's processes, so it is bounded within the container's limit."""
+    assert effective_shm_bytes(DockerSandboxConfig(memory="512m")) == 256 * 2**20  # shm_size 2g by default
+    assert effective_shm_bytes(DockerSandboxConfig(memory="512m", shm_size="100m")) == 100 * 2**20
+    assert effective_shm_bytes(DockerSandboxConfig(memory="8g")) == 2 * 2**30
+    assert effective_shm_bytes(DockerSandboxConfig(memory=None)) == 2 * 2**30
+    assert effective_shm_bytes(DockerSandboxConfig(memory="100m", shm_size=None)) == 50 * 2**20
+    assert effective_shm_bytes(DockerSandboxConfig(memory=None, shm_size=None)) is None
 
 
 def test_no_daemon_names_the_cause_and_the_local_alternative(
@@ -240,6 +252,8 @@ def test_limits_and_labels_reach_the_container(tmp_path: Path, make_public, dock
         assert host["NanoCpus"] == 1_500_000_000
         assert host["Memory"] == 512 * 2**20 and host["MemorySwap"] == 512 * 2**20
         assert host["PidsLimit"] == 200 and host["ShmSize"] == 128 * 2**20
+        # System V shared memory (segments outlive their processes) is held to an eighth of the memory
+        assert host["Sysctls"] == {"kernel.shmmax": str(64 * 2**20), "kernel.shmall": str(64 * 2**20 // 4096)}
         assert host["NetworkMode"] == "none" and host["Init"] is True
         labels = attrs["Config"]["Labels"]
         assert labels[LABEL] == "1" and labels[LABEL_PID] == str(os.getpid())

@@ -36,7 +36,8 @@ class DockerSandboxConfig(BaseModel):
     pids_limit: int | None = Field(default=4096, gt=0)
     """Most processes and threads at once (stops fork bombs). None: no limit."""
     shm_size: str | None = "2g"
-    """Size of /dev/shm (Docker's 64m breaks PyTorch data loaders)."""
+    """Size of /dev/shm (Docker's 64m breaks PyTorch data loaders); at most half of `memory`, as
+    files there are memory no process owns (System V shared memory gets an eighth)."""
     network: Literal["none", "bridge"] = "none"
     """"none": no network at all. "bridge": internet access (MLE-bench allowed it, e.g. to
     download pretrained weights), which also lets the agent reach services on the host's networks."""
@@ -53,7 +54,8 @@ class DockerSandboxConfig(BaseModel):
     included). Enough for the checkpoints of the models MLE-bench agents train; lower it when
     many episodes share a small disk. Every file, folder and link counts at least one 4 KiB block (an
     inode of the host's: the default allows about five million files). Going over ends the episode
-    (truncation_reason "disk_limit")."""
+    (truncation_reason "disk_limit"), as do files that cannot be measured (folders nested past
+    4,096 levels; more files than the check walks in 30 s when the disk may be over the limit)."""
     max_saved_output_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     """Cap on the full output of one command kept in the logs folder."""
     warm_pool: bool = True

@@ -48,6 +48,7 @@ from mle_gym.errors import (
     SandboxError,
     SandboxStartError,
 )
+from mle_gym.sandbox.base import ExecResult
 from mle_gym.sandbox.channel import (
     BOOT,
     HelperChannel,
@@ -97,6 +98,31 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
+# /dev/shm gets at most 1/SHM_SHARE of the container's memory, System V shared memory 1/SYSV_SHM_SHARE.
+SHM_SHARE = 2
+SYSV_SHM_SHARE = 8
+# How long a disk check may walk, as a share of the time since the last one (agentd.Warden.op_usage
+# walks on from where it stopped): the disk limit costs about a tenth of the time at most, however
+# many files the agent has.
+DISK_WALK_SHARE = 0.1
+DISK_WALK_MIN_S = 0.002
+DISK_WALK_MAX_S = 0.05  # a step after a long think (an LLM agent's) pays no more than this
+WARDEN_TIMEOUT_S = 90.0  # past agentd.URGENT_WALK_S, the longest a usage request walks
+
+
+def _mib(size: Any) -> str:
+    return f"{int(size) / 1024**2:,.0f} MiB" if isinstance(size, int) else "its limit"
+
+
+def effective_shm_bytes(cfg: DockerSandboxConfig) -> int | None:
+    """The size /dev/shm gets: `shm_size`, at most half the memory limit (Docker's 64 MiB when neither says)."""
+    shm = parse_size(cfg.shm_size) if cfg.shm_size is not None else None
+    memory = cfg.memory_bytes()
+    if memory is not None:
+        shm = min(shm if shm is not None else 64 * 1024**2, memory // SHM_SHARE)
+    return shm
+
+
 class _HelperStartError(SandboxStartError):
     """A container started, its helper did not (a busy machine, or an image without python3 and bash)."""
 
@@ -122,6 +148,7 @@ class _Box:
         self.lifeline = lifeline
         self.helper: HelperChannel | None = None  # the agent's side: shell and files, as the agent
         self.warden: HelperChannel | None = None  # root's side: disk usage, ending the agent's processes
+        self.oom_kills = 0  # what the kernel had OOM-killed in the container when last asked
 
 
 class DockerSandbox(InsideSandbox):
@@ -301,10 +328,18 @@ class DockerSandbox(InsideSandbox):
         if memory is not None:
             host["mem_limit"] = memory
             host["memswap_limit"] = memory
+            # Shared memory is memory the container is charged for and no process owns: files in
+            # /dev/shm, and System V segments, outlive their writers, and the OOM killer would end
+            # the harness's processes for them. Both are bounded within the limit (sysctls of the
+            # container's own IPC namespace), so what remains is always held by agent processes,
+            # which the kernel ends first (agentd.AGENT_OOM_SCORE_ADJ).
+            sysv = max(memory // SYSV_SHM_SHARE, 4096)
+            host["sysctls"] = {"kernel.shmmax": str(sysv), "kernel.shmall": str(sysv // 4096)}
         if cfg.pids_limit is not None:
             host["pids_limit"] = cfg.pids_limit
-        if cfg.shm_size is not None:
-            host["shm_size"] = cfg.shm_size
+        shm = effective_shm_bytes(cfg)
+        if shm is not None:
+            host["shm_size"] = shm
         if self._device_requests:
             host["device_requests"] = self._device_requests
         box = None
@@ -339,11 +374,7 @@ class DockerSandbox(InsideSandbox):
         try:
             if self._agent_spec is None:
                 self._probe(box)
-            box.warden = HelperChannel(
-                lambda: self._exec_transport(box, user="root"),
-                {"role": "warden", "writable": self._writable, "uid": self._agent_spec.split(":")[0]},
-                start_timeout_s=cfg.start_timeout_s)
-            box.warden.start()
+            self._start_warden(box)
             box.helper = HelperChannel(lambda: self._exec_transport(box), self._helper_config(),
                                        start_timeout_s=cfg.start_timeout_s)
             box.helper.start()
@@ -354,6 +385,20 @@ class DockerSandbox(InsideSandbox):
             self._remove_box(box)
             raise
         return box
+
+    def _start_warden(self, box: _Box) -> HelperChannel:
+        """The root-side warden of `box`, started (again); HelperGoneError if it does not come up."""
+        assert self._agent_spec is not None
+        if box.warden is not None:
+            box.warden.close()
+            box.warden = None
+        warden = HelperChannel(
+            lambda: self._exec_transport(box, user="root"),
+            {"role": "warden", "writable": self._writable, "uid": self._agent_spec.split(":")[0], "oom_scores": True},
+            start_timeout_s=self.config.start_timeout_s)
+        warden.start()
+        box.warden = warden
+        return warden
 
     def _probe(self, box: _Box) -> None:
         """Learn the agent's uid and gid and the GPUs a container gets, in one exec as root."""
@@ -506,18 +551,99 @@ class DockerSandbox(InsideSandbox):
 
     def _kill_agent_processes(self) -> None:
         """End every process of the agent's uid (the helper's too), from root's side."""
+        if self._box is None:
+            return
+        try:
+            self._warden_call({"op": "kill"}, timeout_s=30)
+        except LimitBreached as breach:  # the warden was OOM-killed: the new one has killed them all
+            self.breach = breach.kind
+
+    def _warden_call(self, header: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        """One request to the root-side warden. A warden that is gone is started again: if the kernel
+        killed it for want of memory (the agent took the container's), LimitBreached("memory_limit")
+        after the agent's processes are ended; if it stopped answering a disk check, LimitBreached
+        ("disk_limit"); anything else is the container's fault (ContainerDiedError, SandboxError)."""
+        box = self._box
+        if box is None:
+            raise SandboxError("the Docker sandbox has no container; call reset() first")
+        if box.warden is not None:
+            try:
+                reply, _ = box.warden.request(header, timeout_s=timeout_s)
+                if reply.get("oom_kills") is not None:
+                    box.oom_kills = max(box.oom_kills, int(reply["oom_kills"]))
+                return reply
+            except HelperGoneError as exc:
+                gone: BaseException = exc
+        else:
+            gone = SandboxError("no warden was started")
+        died = self._died_error(gone)
+        if died is not None:
+            raise died
+        try:
+            warden = self._start_warden(box)
+            memory, _ = warden.request({"op": "memory"}, timeout_s=30)
+        except HelperGoneError as exc:
+            raise self._died_error(exc) or SandboxError(
+                f"the root-side warden of container {box.name} stopped answering ({gone}) and did not start "
+                f"again ({exc}); reset() to continue in a fresh container") from exc
+        kills = memory.get("oom_kills")
+        if kills is not None and int(kills) > box.oom_kills:
+            box.oom_kills = int(kills)
+            warden.request({"op": "kill"}, timeout_s=30)
+            raise LimitBreached("memory_limit", self._memory_breach_message(memory, "warden"))
+        if header.get("op") == "usage" and "did not answer in time" in str(gone):
+            # A walk the agent's files made too long: what cannot be measured is over the limit.
+            warden.request({"op": "kill"}, timeout_s=30)
+            raise LimitBreached("disk_limit", f"the episode's files could not be measured in {timeout_s:g} s, so its "
+                                f"disk use cannot be held to its limit of {self.config.disk_limit}; every process "
+                                "was stopped and the episode ends")
+        raise SandboxError(f"the root-side warden of container {box.name} ended ({gone}); expected it to keep running "
+                           "as root beside the agent. This is a harness fault: reset() to "
+                           "continue in a fresh container")
+
+    def _memory_breach_message(self, memory: dict[str, Any], whom: str) -> str:
+        return (f"the sandbox ran out of memory and the kernel ended its {whom} (a harness process) for it: the "
+                f"agent's processes took the container's memory limit of {_mib(memory.get('limit'))}"
+                f"{self._shm_words(memory)}; every process was stopped and the episode ends")
+
+    @staticmethod
+    def _shm_words(memory: dict[str, Any]) -> str:
+        shm = memory.get("shm_bytes")
+        if not shm:
+            return ""
+        return f", of which files in /dev/shm hold {_mib(shm)} (they count as memory until deleted)"
+
+    def _helper_lost(self, cause: BaseException) -> None:
+        """The helper ended unasked: LimitBreached("memory_limit") where the kernel killed it for memory."""
         box = self._box
         if box is None:
             return
-        if box.warden is not None:
+        before = box.oom_kills
+        memory = self._warden_call({"op": "memory"}, timeout_s=30)
+        if memory.get("oom_kills") is not None and int(memory["oom_kills"]) > before:
+            raise LimitBreached("memory_limit", self._memory_breach_message(memory, "shell helper"))
+
+    def exec(self, command: str, *, timeout_s: float, max_output_bytes: int) -> ExecResult:
+        box = self._box
+        before = box.oom_kills if box is not None else 0
+        result = super().exec(command, timeout_s=timeout_s, max_output_bytes=max_output_bytes)
+        box = self._box
+        if box is None or self.breach is not None or result.error is not None:
+            return result
+        if result.exit_code == 137 or result.timed_out or result.shell_restarted or box.oom_kills > before:
             try:
-                box.warden.request({"op": "kill"}, timeout_s=30)
-                return
-            except HelperGoneError as exc:  # only a container fault ends the root-side warden
-                raise self._died_error(exc) or SandboxError(
-                    f"the root-side warden of container {box.name} stopped answering ({exc}); reset() "
-                    "to continue in a fresh container") from exc
-        raise self._died_error() or SandboxError(f"container {box.name} has no warden; reset() to continue")
+                memory = self._warden_call({"op": "memory"}, timeout_s=30)
+            except LimitBreached as breach:  # the kernel ended the warden itself: the episode ends
+                self.breach = breach.kind
+                self._replace_helper()
+                return result.model_copy(update={"shell_restarted": True, "restart_reason": breach.message})
+            killed = box.oom_kills - before
+            if killed > 0:
+                result.memory_killed = (
+                    f"the kernel ended {killed} process{'es' if killed > 1 else ''} of the agent for want of memory: "
+                    f"the sandbox may use {_mib(memory.get('limit'))} in all{self._shm_words(memory)}. Use less "
+                    "memory (smaller batches, fewer workers) or delete files in /dev/shm")
+        return result
 
     def _ensure_helper(self) -> HelperChannel:
         self._check_open()
@@ -528,16 +654,14 @@ class DockerSandbox(InsideSandbox):
     # -- disk ----------------------------------------------------------------------------
     def _check_disk(self) -> None:
         box = self._box
-        if self._disk_limit is None or box is None or box.warden is None:
+        if self._disk_limit is None or box is None:
             return
-        started = self._last_disk_check = time.monotonic()
-        try:
-            reply, _ = box.warden.request({"op": "usage"}, timeout_s=60)
-            self._disk_check_s = time.monotonic() - started
-        except HelperGoneError as exc:
-            raise self._died_error(exc) or SandboxError(
-                f"the root-side warden of container {box.name} stopped answering ({exc}); reset() to "
-                "continue in a fresh container") from exc
+        now = time.monotonic()
+        budget = min(max(DISK_WALK_SHARE * (now - self._last_disk_check), DISK_WALK_MIN_S), DISK_WALK_MAX_S)
+        self._last_disk_check = now
+        reply = self._warden_call({"op": "usage", "limit": self._disk_limit, "budget_s": budget},
+                                  timeout_s=WARDEN_TIMEOUT_S)
+        self._disk_check_s = time.monotonic() - now
         used = int(reply["bytes"])
         self.disk_used_bytes = used
         if reply.get("unmeasurable"):
@@ -546,7 +670,7 @@ class DockerSandbox(InsideSandbox):
                 f"the episode's files could not be measured ({reply['unmeasurable']}), so its disk use "
                 f"cannot be held to its limit of {self.config.disk_limit}; every process was stopped and the episode ends",
             )
-        if used > self._disk_limit:
+        if reply.get("over") or used > self._disk_limit:
             raise LimitBreached(
                 "disk_limit",
                 f"the episode wrote {used / 1024**2:,.0f} MiB, over its disk limit of {self.config.disk_limit}; "
@@ -557,8 +681,8 @@ class DockerSandbox(InsideSandbox):
         self._check_disk()
 
     def _tick_every_s(self) -> float:
-        # Often enough that a fast writer goes little past the limit; rarely enough that the
-        # walk (longer when the agent has many files) costs at most a tenth of the time.
+        # Often enough that a fast writer goes little past the limit; a check walks for a tenth
+        # of the time since the last one at most, so ticks need not be spaced out for big trees.
         return min(max(0.2, 10 * self._disk_check_s), 5.0)
 
     def _check_after_step(self, duration_s: float) -> None:
@@ -645,6 +769,7 @@ class DockerSandbox(InsideSandbox):
             "memory_bytes": cfg.memory_bytes(),
             "pids_limit": cfg.pids_limit,
             "shm_size": cfg.shm_size,
+            "shm_bytes": effective_shm_bytes(cfg),
             "disk_limit": cfg.disk_limit,
             "network": cfg.network,
             "gpus_requested": cfg.gpus,
