@@ -1,4 +1,4 @@
-"""A new process stays light until it grades: no scikit-learn before the first grade or data load."""
+"""A new process stays light until it grades: no scikit-learn (nor, for the local sandbox, the Docker SDK) at gym.make."""
 
 from __future__ import annotations
 
@@ -16,18 +16,19 @@ def test_import_and_make_do_not_import_scikit_learn() -> None:
         import gymnasium as gym
         env = gym.make("mle/aerial-cactus", sandbox="local", warm_pool_depth=2)
         after_make = "sklearn" in sys.modules
+        docker_sdk = "docker" in sys.modules  # the local sandbox never needs it
         depth = env.unwrapped.config.warm_pool_depth
         env.close()
         # grading still finds its metric's scikit-learn when it needs it
         from mle_gym.grading.metrics import binary_roc_auc
         auc = binary_roc_auc([0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8])
-        print(json.dumps({"import": after_import, "make": after_make, "depth": depth, "auc": auc,
+        print(json.dumps({"import": after_import, "make": after_make, "docker": docker_sdk, "depth": depth, "auc": auc,
                           "sklearn_after_grade": "sklearn" in sys.modules}))
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert seen["import"] is False and seen["make"] is False, seen
+    assert seen["import"] is False and seen["make"] is False and seen["docker"] is False, seen
     assert seen["depth"] == 2 and seen["auc"] == 1.0 and seen["sklearn_after_grade"] is True
 
 
