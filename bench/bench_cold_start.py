@@ -50,7 +50,7 @@ print(json.dumps({"first": times[0], "later": times[1]}))
 
 def in_new_process(code: str, image: str, env: dict[str, str] | None = None) -> dict:
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code).replace("IMAGE", repr(image))],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+                          check=False, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
     if proc.returncode != 0:
         raise SystemExit(proc.stderr[-3000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])

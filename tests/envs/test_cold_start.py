@@ -25,7 +25,7 @@ def test_import_and_make_do_not_import_scikit_learn() -> None:
         print(json.dumps({"import": after_import, "make": after_make, "docker": docker_sdk, "depth": depth, "auc": auc,
                           "sklearn_after_grade": "sklearn" in sys.modules}))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
+    proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["import"] is False and seen["make"] is False and seen["docker"] is False, seen

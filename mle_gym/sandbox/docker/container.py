@@ -503,7 +503,7 @@ class DockerSandbox(InsideSandbox):
         assert self._agent_spec is not None
         script = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o "
                   "\\( -type d -o -type f \\) -writable -print 2>/dev/null; true")
-        code, out = self._exec_quiet(box, ["sh", "-c", script], user=self._agent_spec)
+        _, out = self._exec_quiet(box, ["sh", "-c", script], user=self._agent_spec)
         found = sorted((set(out.decode("utf-8", "replace").split("\n")) - {""})
                        | {CONTAINER_PATHS.submission, CONTAINER_PATHS.code, CONTAINER_PATHS.logs})
         return [p for p in found if not any(p.startswith(q.rstrip("/") + "/") for q in found if q != p)]
