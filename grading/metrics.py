@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-from sklearn import metrics as skm
 
 from mle_gym.errors import InvalidSubmissionError
 
@@ -89,6 +88,7 @@ def binary_roc_auc(y_true: Sequence[float] | np.ndarray, y_score: Sequence[float
             f"ROC AUC of {name!r} needs exactly two classes among the answers; found {len(classes)}: "
             f"{classes[:5].tolist()}"
         )
+    from sklearn import metrics as skm  # here, not at the top: `gym.make` stays light
     return float(skm.roc_auc_score(truth, scores))
 
 
@@ -186,6 +186,7 @@ def quadratic_weighted_kappa(y_true: Sequence[int] | np.ndarray, y_pred: Sequenc
         truth = _integer_classes(np.asarray(truth, dtype=float), "answers")
     except InvalidSubmissionError:
         raise ValueError("quadratic weighted kappa needs integer classes among the answers") from None
+    from sklearn import metrics as skm  # here, not at the top: `gym.make` stays light
     value = skm.cohen_kappa_score(truth, pred, weights="quadratic")
     if not np.isfinite(value):
         # Both raters use one and the same class: the chance agreement is total and kappa is 0/0.

@@ -76,6 +76,8 @@ class EnvConfig(BaseModel):
     workspace_root: str | None = None
     disk_limit: str | None = Field(default="20g", description="Docker: most bytes an episode may write (None: no limit)")
     warm_pool: bool | None = None
+    warm_pool_depth: int | None = Field(default=None, ge=1, le=16, description="Docker: spare containers kept "
+                                        "started per env (default 1); more keep back-to-back resets at swap cost")
     sandbox_options: dict[str, Any] = Field(default_factory=dict, description="extra backend options")
 
     @field_validator("sample_seed")
@@ -96,7 +98,7 @@ class EnvConfig(BaseModel):
             always: tuple[str, ...] = ()
         else:
             keys = ("image", "cpus", "memory", "pids_limit", "shm_size", "network", "gpus", "gpus_per_episode",
-                    "disk_limit", "max_saved_output_bytes", "warm_pool")
+                    "disk_limit", "max_saved_output_bytes", "warm_pool", "warm_pool_depth")
             always = ("gpus", "disk_limit")
         opts = {k: getattr(self, k) for k in keys if getattr(self, k) is not None or k in always}
         opts.update(self.sandbox_options)

@@ -38,16 +38,25 @@ def _competition_names() -> list[tuple[str, str]]:
 SPLIT_IDS = ("low", "medium", "high", "lite", "all", "dev")
 
 
-def split_members(split: str) -> list[str]:
-    """The packaged competitions of an MLE-bench split, sorted; "all" is the 75, "lite" = "low"."""
+def _figures() -> dict[str, Any]:
     spec = importlib.util.find_spec("mle_gym.competitions")
-    if spec is None or not spec.submodule_search_locations:
-        return []
     figures: dict[str, Any] = {}
-    for location in spec.submodule_search_locations:
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
         path = Path(location) / "figures.json"
         if path.is_file():
             figures.update(json.loads(path.read_text()))
+    return figures
+
+
+def split_members(split: str, *, _read: tuple[dict[str, Any], set[str]] | None = None) -> list[str]:
+    """The packaged competitions of an MLE-bench split, sorted; "all" is the 75, "lite" = "low"."""
+    if _read is None:
+        spec = importlib.util.find_spec("mle_gym.competitions")
+        if spec is None or not spec.submodule_search_locations:
+            return []
+        figures, packaged = _figures(), {cid for cid, _ in _competition_names()}
+    else:  # read once by the caller for every split (register_envs: `import mle_gym` stays quick)
+        figures, packaged = _read
     tests = {
         "low": lambda f: f["complexity"] == "low", "lite": lambda f: f["lite"],
         "medium": lambda f: f["complexity"] == "medium", "high": lambda f: f["complexity"] == "high",
@@ -55,7 +64,6 @@ def split_members(split: str) -> list[str]:
     }
     if split not in tests:
         raise ValueError(f"no split {split!r}; splits: {', '.join(SPLIT_IDS)}")
-    packaged = {cid for cid, _ in _competition_names()}
     return sorted(cid for cid, row in figures.items() if cid in packaged and tests[split](row))
 
 
@@ -90,7 +98,9 @@ def apply_time_limit(env: gym.Env, **_: Any) -> gym.Env:
 
 def register_envs() -> None:
     """Register every competition under both names; safe to call more than once."""
-    for competition, alias in _competition_names():
+    names = _competition_names()
+    read = (_figures(), {cid for cid, _ in names})
+    for competition, alias in names:
         for name in (competition, alias):
             env_id = f"mle/{name}"
             if env_id in gym.registry:
@@ -102,6 +112,6 @@ def register_envs() -> None:
                          additional_wrappers=(STEP_BUDGET_HOOK,))
     for split in SPLIT_IDS:
         env_id = f"mle/split-{split}"
-        if env_id not in gym.registry and split_members(split):
+        if env_id not in gym.registry and split_members(split, _read=read):
             gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"competition": f"split:{split}"},
                          disable_env_checker=False, nondeterministic=True, additional_wrappers=(STEP_BUDGET_HOOK,))

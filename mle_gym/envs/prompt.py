@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from mle_gym.sandbox.docker.image import chosen_packages
 from mle_gym.tools.parse import usage
 from mle_gym.tools.schemas import TOOL_NAMES
 
@@ -86,6 +85,9 @@ def _hardware_section(hardware: dict[str, Any] | None) -> str:
 def _installed_section(manifest: dict[str, Any] | None) -> str:
     if not manifest:
         return ""
+    # here, not at the top: the package mle_gym.sandbox.docker loads the Docker SDK, which gym.make does not need
+    from mle_gym.sandbox.docker.image import chosen_packages
+
     chosen = chosen_packages(manifest)
     if not chosen:
         return ""

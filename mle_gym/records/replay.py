@@ -32,7 +32,7 @@ reward and budgets, which the prompt states), never where or with what its code 
 
 PLACEMENT_KEYS: tuple[str, ...] = (
     "sandbox", "image", "workspace_root", "network", "cpus", "memory", "pids_limit", "shm_size", "gpus",
-    "gpus_per_episode", "disk_limit", "warm_pool", "sandbox_options", "max_saved_output_bytes",
+    "gpus_per_episode", "disk_limit", "warm_pool", "warm_pool_depth", "sandbox_options", "max_saved_output_bytes",
     "max_submission_bytes", "grading_memory", "grading_timeout_s")
 """Settings a recording may hold but a replay never takes from it: where the code runs and the limits
 that guard this machine. They come from the caller and the defaults."""

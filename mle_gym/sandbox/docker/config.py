@@ -60,6 +60,10 @@ class DockerSandboxConfig(BaseModel):
     """Cap on the full output of one command kept in the logs folder."""
     warm_pool: bool = True
     """Start the next episode's container in the background, so reset() only swaps containers."""
+    warm_pool_depth: int = Field(default=1, ge=1, le=16)
+    """How many spare containers (with their helpers) each sandbox keeps started, so that resets faster
+    than a container starts still only swap. Each idle spare holds a running container (tens of MiB of
+    memory, no CPU); see the README's "Warm spares"."""
     start_timeout_s: float = Field(default=60.0, gt=0)
     """How long a container and its helper may take to come up."""
 

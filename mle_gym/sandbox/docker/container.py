@@ -26,19 +26,23 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import datetime as _dt
+import hashlib
 import json
 import logging
 import os
 import socket
+import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import docker
 import docker.errors
 import docker.types
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from mle_gym.errors import (
     ContainerDiedError,
@@ -79,8 +83,87 @@ from mle_gym.units import parse_size
 
 log = logging.getLogger(__name__)
 
-# Where the agent can write in an image, by (image id, agent uid:gid): found once per process.
+# Where the agent can write in an image, by (image id, agent uid:gid): kept in the process, and on disk
+# so that the next process skips the walk (see _read_probe).
 _WRITABLE: dict[tuple[str, str], list[str]] = {}
+PROBE_VERSION = 1  # bump when the walk changes, so files of an older walk are not read
+
+
+class _WritableProbe(BaseModel):
+    """The on-disk record of one walk: written by this host process, never by anything in a container."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    version: Literal[1]
+    image_id: str
+    agent: str
+    writable: list[str]
+
+    @field_validator("writable")
+    @classmethod
+    def _absolute(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not path.startswith("/") or "\n" in path or "\0" in path:
+                raise ValueError(f"not an absolute path: {path!r}")
+        for folder in (CONTAINER_PATHS.submission, CONTAINER_PATHS.code, CONTAINER_PATHS.logs):
+            # every walk covers the three folders (itself or a writable folder above them)
+            if not any(folder == p or folder.startswith(p.rstrip("/") + "/") for p in value):
+                raise ValueError(f"{folder} is not covered")
+        return value
+
+
+def probe_cache_dir() -> Path:
+    """Where walks of images are kept: `$XDG_CACHE_HOME/mle-gym/probes`, else `~/.cache/mle-gym/probes`."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mle-gym" / "probes"
+
+
+def _probe_path(image_id: str, agent: str) -> Path:
+    digest = image_id.split(":", 1)[-1]
+    if not digest.isalnum():
+        digest = hashlib.sha256(image_id.encode()).hexdigest()
+    return probe_cache_dir() / f"writable-v{PROBE_VERSION}-{digest}-{agent.replace(':', '-')}.json"
+
+
+def _read_probe(image_id: str, agent: str) -> list[str] | None:
+    """The recorded walk of this image for this agent, or None (no file, or one of the wrong shape:
+    then the walk runs again and replaces it)."""
+    path = _probe_path(image_id, agent)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.debug("could not read the recorded walk %s: %s", path, exc)
+        return None
+    try:
+        record = _WritableProbe.model_validate_json(raw)
+    except ValidationError as exc:
+        log.warning("the recorded walk %s is malformed (%s); walking the image again", path, exc.errors()[0]["msg"])
+        return None
+    if record.image_id != image_id or record.agent != agent:
+        return None
+    return list(record.writable)
+
+
+def _write_probe(image_id: str, agent: str, writable: list[str]) -> None:
+    """Record a walk atomically (a temporary file renamed over the old one); a cache that cannot be
+    written only costs the next process the walk."""
+    path = _probe_path(image_id, agent)
+    record = _WritableProbe(version=PROBE_VERSION, image_id=image_id, agent=agent, writable=writable)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".writable-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as out:
+                out.write(record.model_dump_json())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        log.debug("could not record the walk of %s in %s: %s", image_id, path, exc)
 _MANIFESTS: dict[str, dict[str, Any]] = {}  # image id -> the manifest its mle-gym layer wrote
 
 # Containers are made and removed off the episode's thread, shared by every sandbox.
@@ -177,7 +260,7 @@ class DockerSandbox(InsideSandbox):
         self._gpu_lease: GPULease | None = None
         self._gpu_support: str | None = None  # how the daemon passes NVIDIA GPUs (gpus.nvidia_support)
         self._box: _Box | None = None
-        self._spare: concurrent.futures.Future[_Box] | None = None
+        self._spares: list[concurrent.futures.Future[_Box]] = []  # oldest first, at most warm_pool_depth
         self._retiring: list[concurrent.futures.Future[None]] = []
         self._closed = False
         self._disk_limit = parse_size(self.config.disk_limit) if self.config.disk_limit else None
@@ -211,8 +294,7 @@ class DockerSandbox(InsideSandbox):
         self._last_disk_check = time.monotonic()
         if self._helper is None or not self._helper.alive():
             self._start_helper()
-        if self.config.warm_pool:
-            self._spare = _WORKERS.submit(self._make_box)
+        self._refill_spares()
 
     def close(self) -> None:
         if self._closed:
@@ -220,8 +302,10 @@ class DockerSandbox(InsideSandbox):
         self._closed = True
         _OPEN.discard(self)
         self._helper = None
-        spare, self._spare = self._spare, None
-        if spare is not None:
+        spares, self._spares = self._spares, []
+        for spare in spares:
+            spare.cancel()  # one not started yet is never made
+        for spare in spares:
             try:
                 self._remove_box(spare.result(timeout=self.config.start_timeout_s * 2))
             except (concurrent.futures.TimeoutError, SandboxError, *_DOCKER_ERRORS) as exc:
@@ -445,18 +529,29 @@ class DockerSandbox(InsideSandbox):
         return dict(self._manifest)
 
     def _writable_places(self, box: _Box) -> list[str]:
-        """Where the agent can create or grow files in this image (once per image): the disk check's roots."""
+        """Where the agent can create or grow files in this image: the disk check's roots. Found once per
+        image and agent (a walk of the whole image, seconds to tens of seconds), kept in this process and on
+        disk (`probe_cache_dir()`), so a new process's first reset skips the walk."""
         assert self._image_id is not None and self._agent_spec is not None
-        cached = _WRITABLE.get((self._image_id, self._agent_spec))
+        key = (self._image_id, self._agent_spec)
+        cached = _WRITABLE.get(key)
         if cached is None:
-            script = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o "
-                      "\\( -type d -o -type f \\) -writable -print 2>/dev/null; true")
-            code, out = self._exec_quiet(box, ["sh", "-c", script], user=self._agent_spec)
-            found = sorted((set(out.decode("utf-8", "replace").split("\n")) - {""})
-                           | {CONTAINER_PATHS.submission, CONTAINER_PATHS.code, CONTAINER_PATHS.logs})
-            cached = [p for p in found if not any(p.startswith(q.rstrip("/") + "/") for q in found if q != p)]
-            _WRITABLE[(self._image_id, self._agent_spec)] = cached
+            cached = _read_probe(self._image_id, self._agent_spec)
+        if cached is None:
+            cached = self._walk_writable(box)
+            _write_probe(self._image_id, self._agent_spec, cached)
+        _WRITABLE[key] = cached
         return cached
+
+    def _walk_writable(self, box: _Box) -> list[str]:
+        """The walk itself, as the agent, in a container no agent has used yet (the first of a sandbox)."""
+        assert self._agent_spec is not None
+        script = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o "
+                  "\\( -type d -o -type f \\) -writable -print 2>/dev/null; true")
+        _, out = self._exec_quiet(box, ["sh", "-c", script], user=self._agent_spec)
+        found = sorted((set(out.decode("utf-8", "replace").split("\n")) - {""})
+                       | {CONTAINER_PATHS.submission, CONTAINER_PATHS.code, CONTAINER_PATHS.logs})
+        return [p for p in found if not any(p.startswith(q.rstrip("/") + "/") for q in found if q != p)]
 
     def _exec_transport(self, box: _Box, *, user: str | None = None) -> Transport:
         """`python3 -c BOOT` exec'd in the container, its stream a socket straight to the daemon."""
@@ -472,19 +567,30 @@ class DockerSandbox(InsideSandbox):
             raise HelperGoneError(f"could not start the helper in container {box.name}: {exc}") from exc
         return SocketTransport(getattr(stream, "_sock", stream))
 
+    def _refill_spares(self) -> None:
+        """Start spares in the background until `warm_pool_depth` are ready or on their way."""
+        if not self.config.warm_pool:
+            return
+        while len(self._spares) < self.config.warm_pool_depth:
+            self._spares.append(_WORKERS.submit(self._make_box))
+
     def _take_spare(self) -> _Box | None:
-        spare, self._spare = self._spare, None
-        if spare is None:
-            return None
-        try:
-            box = spare.result(timeout=self.config.start_timeout_s * 2)
-        except (concurrent.futures.TimeoutError, SandboxError, *_DOCKER_ERRORS) as exc:
-            log.warning("the warm spare container failed (%s); making one now", exc)
-            return None
-        if not self._running(box):
-            self._retire(box)
-            return None
-        return box
+        """The oldest ready spare (else the oldest on its way, waited for); None when none is usable."""
+        while self._spares:
+            spare = next((f for f in self._spares if f.done()), self._spares[0])
+            self._spares.remove(spare)
+            try:
+                box = spare.result(timeout=self.config.start_timeout_s * 2)
+            except (concurrent.futures.TimeoutError, SandboxError, *_DOCKER_ERRORS) as exc:
+                log.warning("a warm spare container failed (%s); trying the next or making one now", exc)
+                continue
+            except concurrent.futures.CancelledError:
+                continue
+            if not self._running(box):
+                self._retire(box)
+                continue
+            return box
+        return None
 
     def _running(self, box: _Box) -> bool:
         assert self._client is not None
@@ -744,11 +850,11 @@ class DockerSandbox(InsideSandbox):
         return self._box.id if self._box is not None else None
 
     def container_names(self) -> list[str]:
-        """This sandbox's containers: the episode's and, once made, the warm spare."""
+        """This sandbox's containers: the episode's and, once made, the warm spares."""
         names = [self._box.name] if self._box is not None else []
-        spare = self._spare
-        if spare is not None and spare.done() and spare.exception() is None:
-            names.append(spare.result().name)
+        for spare in list(self._spares):
+            if spare.done() and not spare.cancelled() and spare.exception() is None:
+                names.append(spare.result().name)
         return names
 
     def describe(self) -> dict[str, Any]:
