@@ -149,7 +149,9 @@ def test_an_agent_that_lowers_its_oom_score_still_cannot_end_the_harness(open_ep
 
 # -- 4. many files ------------------------------------------------------------------------------------
 def test_100000_folders_in_tmp_neither_raise_nor_escape_the_disk_limit(open_episode) -> None:
-    episode = open_episode(disk_limit="1g", command_timeout_s=900, max_steps=40)
+    # 3g, not 1g: the disk's own counters (which every writer on the host moves) must stay under the
+    # limit while the folders are made, or a whole walk of 100,000 folders is forced at once.
+    episode = open_episode(disk_limit="3g", command_timeout_s=900, max_steps=40)
     _background_job(episode)
     harness = _harness(episode)
     # 1,000 to a folder (fuse-overlayfs makes entries of a huge folder ever more slowly)
@@ -159,8 +161,8 @@ def test_100000_folders_in_tmp_neither_raise_nor_escape_the_disk_limit(open_epis
     for _ in range(3):  # steps go on, the disk check never raises
         assert episode.bash("true").info["exit_code"] == 0
     _assert_lives_on(episode, harness)
-    # the limit still holds: 100,000 folders count 400 MB (an inode each), and 1 GB more passes 1g
-    flood = episode.bash("head -c 1200M /dev/zero > /tmp/big; echo wrote", guard_s=600)
+    # the limit still holds: 100,000 folders count 400 MB (an inode each), and 3 GB more passes 3g
+    flood = episode.bash("head -c 3000M /dev/zero > /tmp/big; echo wrote", guard_s=600)
     if not flood.truncated:
         flood = episode.bash("true", guard_s=600)
     assert flood.truncated and flood.info["truncation_reason"] == "disk_limit", flood.info
