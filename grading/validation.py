@@ -40,15 +40,84 @@ _ARCHIVE_MAGIC = (b"PK\x03\x04", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb
 # pandas 3 parses floats that way by default (and deprecates the option); older pandas needs it.
 # The defaults include low_memory=True: a big file is typed in chunks of rows, so a column can
 # mix numbers and text. That is kept on purpose: MLE-bench's graders see those same values.
-READ_CSV_OPTIONS: dict[str, object] = {} if int(pd.__version__.split(".")[0]) >= 3 else {
-    "float_precision": "round_trip"}
+_PANDAS_3 = int(pd.__version__.split(".")[0]) >= 3
+READ_CSV_OPTIONS: dict[str, object] = {} if _PANDAS_3 else {"float_precision": "round_trip"}
 _SURPLUS_FIELDS = "mle_gym_surplus_fields"
+_INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
+# The cells pandas 2's float parser reads as +infinity (compared ignoring case, nothing stripped);
+# any other cell it finds past float range (`1e309`) it cannot read as a number.
+_INFINITY_WORDS = frozenset({"inf", "+inf", "infinity", "+infinity"})
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pd.errors.DtypeWarning)  # mixed chunks are expected, see above
-        return pd.read_csv(path, **READ_CSV_OPTIONS)  # type: ignore[arg-type]
+        frame = pd.read_csv(path, **READ_CSV_OPTIONS)  # type: ignore[arg-type]
+        return _as_pandas_2_reads(path, frame) if _PANDAS_3 else frame
+
+
+def _rows_per_chunk(width: int) -> int:
+    """How many rows pandas' C parser types at a time (low_memory): a power of two near 1 MiB of fields."""
+    heuristic = 2**20 // max(width, 1)
+    rows = 1
+    while rows * 2 < heuristic:
+        rows *= 2
+    return rows
+
+
+def _past_range(values: np.ndarray, text: np.ndarray) -> np.ndarray:
+    """Cells pandas 3 read as a number where pandas 2 could not: a whole number past 64 bits (a Python int
+    there) or a number past float range read as +infinity but not written as one."""
+    if values.dtype.kind == "f":
+        found = np.isposinf(values)
+        if found.any():
+            found[found] = [str(t).lower() not in _INFINITY_WORDS for t in text[found]]
+        return found
+    return np.fromiter(
+        ((type(v) is int and not _INT64_MIN <= v <= _UINT64_MAX)
+         or (type(v) is float and v == np.inf and str(t).lower() not in _INFINITY_WORDS)
+         for v, t in zip(values, text)), dtype=bool, count=len(values))
+
+
+def _as_pandas_2_reads(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame as pandas 2 reads the file (MLE-bench's pin), from the one pandas 3 read.
+
+    The two differ on numbers past range: pandas 3 reads a whole number past 64 bits as a Python
+    int and `1e309` as infinity, where pandas 2 cannot read either as a number and reads every
+    cell of that column in that chunk of rows as the text written (a column of class ids with one
+    30-digit id is text there, and never equals a numeric class). Files without such cells (all
+    real submissions) are returned as read; the others are read again, as text, for the cells
+    written in those chunks (and, where other chunks of the column stay numbers, once more chunk
+    by chunk, to type those as pandas types each chunk).
+    """
+    suspects = [j for j, (_, column) in enumerate(frame.items())
+                if (column.dtype.kind == "f" and np.isposinf(column.to_numpy()).any())
+                or (column.dtype == object and infer_dtype(column, skipna=True) not in ("string", "empty"))]
+    if not suspects:
+        return frame
+    text = pd.read_csv(path, dtype=str, **READ_CSV_OPTIONS)  # type: ignore[arg-type]
+    surplus = 0 if isinstance(frame.index, pd.RangeIndex) else frame.index.nlevels
+    rows = _rows_per_chunk(len(frame.columns) + surplus)
+    chunk_of_row = np.arange(len(frame)) // rows
+    typed: list[pd.DataFrame] | None = None
+    for j in suspects:
+        column = frame.iloc[:, j]
+        written = text.iloc[:, j]
+        past = _past_range(column.to_numpy(dtype=object) if column.dtype == object else column.to_numpy(),
+                           written.to_numpy(dtype=object))
+        if not past.any():
+            continue
+        in_text = np.isin(chunk_of_row, np.unique(chunk_of_row[past]))
+        if in_text.all():
+            frame.isetitem(j, written.set_axis(frame.index))
+            continue
+        if typed is None:  # each chunk as pandas types it alone (pandas 3 retyped the column as a whole)
+            with pd.read_csv(path, chunksize=rows, **READ_CSV_OPTIONS) as reader:  # type: ignore[arg-type]
+                typed = list(reader)
+        own = np.concatenate([chunk.iloc[:, j].to_numpy(dtype=object) for chunk in typed])
+        mixed = np.where(in_text, written.to_numpy(dtype=object), own)
+        frame.isetitem(j, pd.Series(mixed, index=frame.index, dtype=object, name=frame.columns[j]))
+    return frame
 
 
 def read_answers_csv(path: Path) -> pd.DataFrame:
