@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import gzip
 import lzma
+import re
 import threading
 import warnings
 import weakref
@@ -47,13 +48,15 @@ _INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
 # The cells pandas 2's float parser reads as +infinity (compared ignoring case, nothing stripped);
 # any other cell it finds past float range (`1e309`) it cannot read as a number.
 _INFINITY_WORDS = frozenset({"inf", "+inf", "infinity", "+infinity"})
+# A cell pandas' integer parser reads as a whole number (spaces around it are skipped).
+_WHOLE_NUMBER = re.compile(r"\s*[+-]?\d+\s*\Z")
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pd.errors.DtypeWarning)  # mixed chunks are expected, see above
         frame = pd.read_csv(path, **READ_CSV_OPTIONS)  # type: ignore[arg-type]
-        return _as_pandas_2_reads(path, frame) if _PANDAS_3 else frame
+        return _blanks_as_pandas_2_reads(_as_pandas_2_reads(path, frame)) if _PANDAS_3 else frame
 
 
 def _rows_per_chunk(width: int) -> int:
@@ -117,6 +120,38 @@ def _as_pandas_2_reads(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
         own = np.concatenate([chunk.iloc[:, j].to_numpy(dtype=object) for chunk in typed])
         mixed = np.where(in_text, written.to_numpy(dtype=object), own)
         frame.isetitem(j, pd.Series(mixed, index=frame.index, dtype=object, name=frame.columns[j]))
+    return frame
+
+
+def _blanks_as_pandas_2_reads(frame: pd.DataFrame) -> pd.DataFrame:
+    """Blank cells missing, where pandas 3 made them empty texts and pandas 2 does not.
+
+    A blank cell (or a quoted empty one) is read as missing. pandas reads it as the empty text
+    only in a chunk of text it first tried as whole numbers: pandas 2 in a chunk of nothing but
+    whole numbers (one past int64 with a negative one), which pandas 3 reads the same; pandas 3
+    also in a chunk holding a whole number past 64 bits before a word, which pandas 2 reads with
+    the blanks missing. So an empty text in a chunk that holds anything but whole numbers is a
+    blank cell there.
+    """
+    rows = _rows_per_chunk(len(frame.columns) + (0 if isinstance(frame.index, pd.RangeIndex) else frame.index.nlevels))
+    for j, (_, column) in enumerate(frame.items()):
+        if column.dtype.kind not in "OT" and not isinstance(column.dtype, pd.StringDtype):
+            continue
+        empty = (column == "").to_numpy(dtype=bool, na_value=False)
+        if not empty.any():
+            continue
+        values = column.to_numpy(dtype=object)
+        chunk_of_row = np.arange(len(frame)) // rows
+        blank = empty.copy()
+        for chunk in np.unique(chunk_of_row[empty]):
+            cells = values[chunk_of_row == chunk]
+            if all(v == "" or v is np.nan or (isinstance(v, float) and np.isnan(v)) or _WHOLE_NUMBER.match(str(v))
+                   for v in cells):
+                blank[chunk_of_row == chunk] = False  # the numbers-only chunk: pandas 2 keeps the empty texts too
+        if blank.any():
+            kept = column.copy()
+            kept[blank] = np.nan
+            frame.isetitem(j, kept)
     return frame
 
 
