@@ -42,7 +42,7 @@ def _as_numpy_holds(column: str, values: list[int]) -> np.ndarray:
     small = [_INT64_MIN <= v <= _INT64_MAX for v in values]
     if all(small):
         return np.asarray(values, dtype=np.int64)
-    if not any(small) and all(v <= _UINT64_MAX for v in values):
+    if all(_INT64_MAX < v <= _UINT64_MAX for v in values):
         return np.asarray(values, dtype=np.uint64)
     beyond = [v for v, fits in zip(values, small) if not fits]
     raise InvalidSubmissionError(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import gzip
 import lzma
+import math
 import re
 import threading
 import warnings
@@ -49,7 +50,7 @@ _INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
 # any other cell it finds past float range (`1e309`) it cannot read as a number.
 _INFINITY_WORDS = frozenset({"inf", "+inf", "infinity", "+infinity"})
 # A cell pandas' integer parser reads as a whole number (spaces around it are skipped).
-_WHOLE_NUMBER = re.compile(r"\s*[+-]?\d+\s*\Z")
+WHOLE_NUMBER = re.compile(r"\s*[+-]?\d+\s*\Z")
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -145,7 +146,7 @@ def _blanks_as_pandas_2_reads(frame: pd.DataFrame) -> pd.DataFrame:
         blank = empty.copy()
         for chunk in np.unique(chunk_of_row[empty]):
             cells = values[chunk_of_row == chunk]
-            if all(v == "" or v is np.nan or (isinstance(v, float) and np.isnan(v)) or _WHOLE_NUMBER.match(str(v))
+            if all(v == "" or v is np.nan or (isinstance(v, float) and np.isnan(v)) or WHOLE_NUMBER.match(str(v))
                    for v in cells):
                 blank[chunk_of_row == chunk] = False  # the numbers-only chunk: pandas 2 keeps the empty texts too
         if blank.any():
@@ -195,6 +196,28 @@ def read_submission_csv(path: Path) -> pd.DataFrame:
     return frame
 
 
+CHECKED_WHEN_GRADED = "checked only when graded"
+"""Said by a validation note about values whose verdict depends on private answers (which rows are scored): a
+file validation calls valid may still be invalid when graded only where its message says this."""
+_NOTES = "mle_gym_validation_notes"
+
+
+def note_checked_when_graded(aligned: pd.DataFrame, what: str) -> pd.DataFrame:
+    """`aligned` carrying a note for the validation message: `what` the file holds that is CHECKED_WHEN_GRADED.
+
+    For values a grader checks only on the rows it scores, which are private: validation cannot
+    give grading's verdict on them without telling which rows those are, so it says what it saw.
+    """
+    aligned.attrs[_NOTES] = [*aligned.attrs.get(_NOTES, []), f"{what}; such values are {CHECKED_WHEN_GRADED}, on "
+                             "the rows the grader scores (which are private), and make the file invalid there"]
+    return aligned
+
+
+def validation_notes(aligned: pd.DataFrame) -> list[str]:
+    """The notes `note_checked_when_graded` left on a validated submission."""
+    return list(aligned.attrs.get(_NOTES, []))
+
+
 def run_validation(validate: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame], submission: pd.DataFrame,
                    answers: pd.DataFrame) -> pd.DataFrame:
     """`validate(submission, answers)`, its InvalidSubmissionError told about shifted fields when the file had them."""
@@ -215,9 +238,14 @@ def run_validation(validate: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame
 def _ids_preview(values: object, limit: int = 5) -> str:
     items = list(values[:limit]) if hasattr(values, "__getitem__") else list(values)[:limit]  # type: ignore[index]
     total = len(values)  # type: ignore[arg-type]
-    shown = ", ".join(repr(v.item() if isinstance(v, np.generic) else v) for v in items)
+    shown = ", ".join(_short(repr(v.item() if isinstance(v, np.generic) else v)) for v in items)
     more = f" (+{total - limit} more)" if total > limit else ""
     return shown + more
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """A quoted value cut to `limit` characters (a cell of 400 digits need not be shown whole)."""
+    return text if len(text) <= limit else f"{text[:30]}...{text[-10:]} ({len(text)} characters)"
 
 
 def check_columns(submission: pd.DataFrame, required: list[str]) -> None:
@@ -445,16 +473,57 @@ def as_float(series: pd.Series, *, text_numbers: bool = False) -> np.ndarray:
 
     A column pandas read as numbers (or booleans) converts as it is. A column it read as text
     converts cell by cell: with `text_numbers`, as Python's float() reads each cell (what
-    scikit-learn's conversion does, so "1_0" is 10.0), otherwise as pandas reads numbers.
+    scikit-learn's conversion does, so "1_0" is 10.0), otherwise as pandas reads numbers. A
+    whole number too large for a float (a Python int in a column built by hand) is infinite.
     """
     if is_numeric_dtype(series):
         return series.to_numpy(dtype=float, na_value=np.nan)
+    values = series.to_numpy(dtype=object, na_value=np.nan)
     if text_numbers:
         try:
-            return series.to_numpy(dtype=object, na_value=np.nan).astype(float)
-        except (TypeError, ValueError):
+            return values.astype(float)
+        except (TypeError, ValueError, OverflowError):
             pass  # some cell is no number: pandas' conversion below finds which
-    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    try:
+        with np.errstate(over="ignore"):
+            return pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    except (TypeError, ValueError, OverflowError):  # Python ints past float range: pandas cannot coerce them
+        return np.array([_cell_float(v) for v in values], dtype=float)
+
+
+def _cell_float(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        if isinstance(value, int):
+            return math.inf if value > 0 else -math.inf
+        return math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def too_large_example(series: pd.Series) -> str | None:
+    """A cell of a text column that is a number past float range or a whole number past 64 bits, or None.
+
+    pandas reads a column holding such a number as text (as MLE-bench's pandas 2 does), so a
+    message about a number column read as text can say why.
+    """
+    if is_numeric_dtype(series):
+        return None
+    text = series.dropna().astype(str)
+    candidates = text[text.str.contains(r"[eE]|\d{19}", regex=True)]
+    for cell in candidates.head(10_000).tolist():
+        try:
+            number = float(cell)
+        except OverflowError:
+            number = math.inf
+        except ValueError:
+            continue
+        whole = WHOLE_NUMBER.match(cell) is not None
+        if math.isinf(number) and cell.strip().lower().lstrip("+-") not in ("inf", "infinity") or (
+                whole and not _INT64_MIN <= int(cell) <= _UINT64_MAX):
+            return _short(cell, 40)
+    return None
 
 
 def check_numeric(
@@ -477,9 +546,12 @@ def check_numeric(
                 f"non-numeric value(s), e.g. {_ids_preview(bad.tolist(), 3)}"
             )
         if not text_numbers and not is_numeric_dtype(series):
+            large = too_large_example(series)
+            why = (f" (a number too large for a 64-bit float, or a whole number past 64 bits, such as {large}, makes "
+                   "pandas read the column as text)") if large else ""
             raise InvalidSubmissionError(
                 f"column {column!r}: expected numbers; found them read as text, e.g. "
-                f"{_ids_preview(series.tolist(), 3)}"
+                f"{_ids_preview(series.tolist(), 3)}{why}"
             )
         infinite = np.isinf(array)
         if infinite.any():

@@ -19,7 +19,7 @@ from mle_gym.competitions.helpers import read_csv
 from mle_gym.competitions.signals import dicom_bytes, split_groups
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.regression_metrics import laplace_log_likelihood
-from mle_gym.grading.validation import as_float, validate_standard
+from mle_gym.grading.validation import as_float, note_checked_when_graded, validate_standard
 
 ID, TARGETS = "Patient_Week", ["FVC", "Confidence"]
 COLUMNS = ["Patient", "Weeks", "FVC", "Percent", "Age", "Sex", "SmokingStatus"]
@@ -66,6 +66,8 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
             words = submission[column][pd.to_numeric(submission[column], errors="coerce").isna() & submission[column].notna()]
             raise InvalidSubmissionError(
                 f"column {column!r}: expected numbers; found text, e.g. {words.head(3).tolist()}")
+    if (blanks := int(aligned["FVC"].isna().sum())):
+        note_checked_when_graded(aligned, f"column 'FVC' holds {blanks} blank(s)")
     return aligned
 
 
