@@ -143,8 +143,8 @@ def check_sklearn_classes(submission: pd.DataFrame, column: str) -> None:
                 fractional = values != values.astype(np.int64)
             if fractional.any():
                 raise InvalidSubmissionError(
-                    f"column {column!r}: expected whole class numbers; found {int(fractional.sum())} other value(s), "
-                    f"e.g. {values[fractional][0].item()!r}"
+                    f"column {column!r}: expected whole class numbers (integer classes); found {int(fractional.sum())} "
+                    f"other value(s), e.g. {values[fractional][0].item()!r}"
                 )
     elif (missing := int(classes.isna().sum())) or (kind := infer_dtype(classes, skipna=True)) != "string":
         # pandas 3 reads a whole number past 64 bits as a Python int (pandas 2 as text).
