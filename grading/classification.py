@@ -9,8 +9,9 @@ three different ways, and the way decides which files are valid:
   a column pandas read as floats (even 7.0, or a blank) is ungradable;
 - scikit-learn's own typing (cassava's accuracy; see `check_sklearn_classes`).
 
-Whatever the conversion, numpy must then hold the classes as int64: a class past int64's range
-makes scikit-learn call the column continuous or unknown, and MLE-bench scores nothing. Every
+Whatever the conversion, numpy must then hold the classes as integers: int64, or uint64 when every
+class is past int64's range; a mix of the two makes scikit-learn call the column continuous (numpy
+holds it as floats), a class past unsigned 64 bits unknown, and MLE-bench scores nothing. Every
 check here looks at the submission alone, never at the answers' values.
 """
 
@@ -21,9 +22,9 @@ import pandas as pd
 from pandas.api.types import infer_dtype, is_bool_dtype, is_float_dtype, is_integer_dtype, is_numeric_dtype
 
 from mle_gym.errors import InvalidSubmissionError
-from mle_gym.grading.validation import align_to_answers, check_columns, check_ids, check_numeric
+from mle_gym.grading.validation import align_to_answers, check_columns, check_ids, check_numeric, validate_standard
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 
 
 def _example(values: object) -> str:
@@ -31,14 +32,24 @@ def _example(values: object) -> str:
     return repr(item)
 
 
-def _in_int64(column: str, values: list[int]) -> np.ndarray:
-    out = [v for v in values if not _INT64_MIN <= v <= _INT64_MAX]
-    if out:
-        raise InvalidSubmissionError(
-            f"column {column!r}: expected class numbers within the 64-bit integer range; found {len(out)} beyond it, "
-            f"e.g. {out[0]}"
-        )
-    return np.asarray(values, dtype=np.int64)
+def _as_numpy_holds(column: str, values: list[int]) -> np.ndarray:
+    """Whole-number classes as numpy holds a list of Python ints, which is how scikit-learn receives them.
+
+    All within int64: int64. All past it but within unsigned 64 bits: uint64, still classes. A mix
+    of the two numpy holds as floats, which scikit-learn calls continuous; anything past unsigned
+    64 bits, or below int64, as objects, which it calls unknown: MLE-bench scores neither.
+    """
+    small = [_INT64_MIN <= v <= _INT64_MAX for v in values]
+    if all(small):
+        return np.asarray(values, dtype=np.int64)
+    if all(_INT64_MAX < v <= _UINT64_MAX for v in values):
+        return np.asarray(values, dtype=np.uint64)
+    beyond = [v for v, fits in zip(values, small) if not fits]
+    raise InvalidSubmissionError(
+        f"column {column!r}: expected class numbers within the 64-bit integer range; found {len(beyond)} beyond it, "
+        f"e.g. {beyond[0]} (scikit-learn, as MLE-bench's grader calls it, accepts numbers past that range only when "
+        "every class is past it and within unsigned 64 bits)"
+    )
 
 
 def _floats_truncated(column: str, values: np.ndarray) -> np.ndarray:
@@ -49,18 +60,14 @@ def _floats_truncated(column: str, values: np.ndarray) -> np.ndarray:
             f"column {column!r}: expected a class number in every row; found {int(bad.sum())} missing or infinite "
             f"value(s), e.g. {_example(values[bad][0])}"
         )
-    out = (values < _INT64_MIN) | (values >= 2.0**63)
-    if out.any():
-        raise InvalidSubmissionError(
-            f"column {column!r}: expected class numbers within the 64-bit integer range; found {int(out.sum())} "
-            f"beyond it, e.g. {_example(values[out][0])}"
-        )
+    if ((values < _INT64_MIN) | (values >= 2.0**63)).any():
+        return _as_numpy_holds(column, [int(v) for v in values])
     return np.trunc(values).astype(np.int64)
 
 
 def _unsigned(column: str, values: np.ndarray) -> np.ndarray:
     if values.dtype.kind == "u" and len(values) and values.max() > _INT64_MAX:
-        return _in_int64(column, [int(v) for v in values])  # raises
+        return _as_numpy_holds(column, [int(v) for v in values])
     return values.astype(np.int64)
 
 
@@ -85,7 +92,7 @@ def int_classes(series: pd.Series, column: str) -> np.ndarray:
                 f"column {column!r}: expected a whole class number in every row; found {cell!r}, which is not one "
                 "(a blank, a fraction written as text such as '7.0', or a word)"
             ) from None
-    return _in_int64(column, converted)
+    return _as_numpy_holds(column, converted)
 
 
 def first_word_classes(series: pd.Series, column: str) -> np.ndarray:
@@ -116,7 +123,7 @@ def first_word_classes(series: pd.Series, column: str) -> np.ndarray:
                 f"column {column!r}: expected a class id in every row, an integer or space-separated integers with the "
                 f"first one counted; found {cell!r}"
             ) from None
-    return _in_int64(column, converted)
+    return _as_numpy_holds(column, converted)
 
 
 def check_sklearn_classes(submission: pd.DataFrame, column: str) -> None:
@@ -136,8 +143,8 @@ def check_sklearn_classes(submission: pd.DataFrame, column: str) -> None:
                 fractional = values != values.astype(np.int64)
             if fractional.any():
                 raise InvalidSubmissionError(
-                    f"column {column!r}: expected whole class numbers; found {int(fractional.sum())} other value(s), "
-                    f"e.g. {values[fractional][0].item()!r}"
+                    f"column {column!r}: expected whole class numbers (integer classes); found {int(fractional.sum())} "
+                    f"other value(s), e.g. {values[fractional][0].item()!r}"
                 )
     elif (missing := int(classes.isna().sum())) or (kind := infer_dtype(classes, skipna=True)) != "string":
         # pandas 3 reads a whole number past 64 bits as a Python int (pandas 2 as text).
@@ -186,3 +193,12 @@ def validate_int_classes(submission: pd.DataFrame, answers: pd.DataFrame, id_col
 def int_classes_macro_f1(aligned: pd.DataFrame, answers: pd.DataFrame, target: str) -> float:
     """Macro F1 over every class in the answers or the predictions (floats truncated, as int() does)."""
     return macro_f1(int_classes(answers[target], target), int_classes(aligned[target], target))
+
+
+def validate_kappa_classes(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str,
+                           target: str) -> pd.DataFrame:
+    """The standard checks, then classes that scikit-learn's cohen_kappa_score takes (see `check_sklearn_classes`):
+    a fraction, `1e308` or `5e-324` makes the column continuous there, and MLE-bench scores nothing."""
+    aligned = validate_standard(submission, answers, id_column=id_column, target_columns=[target])
+    check_sklearn_classes(submission, target)
+    return aligned

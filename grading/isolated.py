@@ -36,6 +36,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import resource
 import signal
 import socket
@@ -43,7 +44,6 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mle_gym.competitions import get_competition
 from mle_gym.errors import GradingError, InvalidSubmissionError
 from mle_gym.grading.report import GradeReport, invalid_report
-from mle_gym.grading.validation import read_submission_csv, run_validation
+from mle_gym.grading.validation import read_submission_csv, run_validation, validation_notes
 
 log = logging.getLogger(__name__)
 
@@ -492,12 +492,13 @@ def _validate(request: dict[str, Any]) -> dict[str, Any]:
     try:
         submission = read_submission_csv(Path(request["submission"]))
         answers = comp.load_answers(Path(request["private"]))
-        run_validation(comp.validate, submission, answers)
+        aligned = run_validation(comp.validate, submission, answers)
     except InvalidSubmissionError as exc:
         if _caused_by_memory(exc):
             return {"kind": "memory"}
         return {"kind": "validation", "valid": False, "message": _bounded(str(exc))}
     message = f"{len(submission)} rows with columns {list(submission.columns)} match the expected format"
+    message += "".join(f"; note: {note}" for note in validation_notes(aligned))
     return {"kind": "validation", "valid": True, "message": _bounded(message)}
 
 
@@ -574,8 +575,29 @@ def _worker_main(fd: int) -> None:
             return
 
 
+# An absolute path in a message (a folder of this host): "/x/y", not "1/2" or "a/b".
+_HOST_PATH = re.compile(r"(?<![\w.~>-])/(?:[^\s'\"/]+/)*[^\s'\",;:)\]}]+")
+
+
 def _error_message(exc: Exception, request: dict[str, Any]) -> str:
+    """What the parent raises as GradingError: what failed and why, with no traceback and no host path.
+
+    The message reaches whoever runs the episode (a trainer, a log they share), so where the data
+    lies on this host stays out of it; the traceback, which names this host's files, goes to this
+    process's log (stderr) instead.
+    """
+    task, cid = request["task"], request["competition_id"]
+    log.error("the %s of %s failed", task, cid, exc_info=exc)
     if isinstance(exc, GradingError):
-        return _bounded(str(exc))
-    return _bounded(f"the {request['task']} of {request['competition_id']} failed with {exc!r}. This is a grader "
-                    f"bug; please report it with the submission file.\n{traceback.format_exc()}")
+        text = str(exc)
+    else:
+        text = (f"the {task} of {cid} failed with {type(exc).__name__}: {exc}. This is a grader bug; please report "
+                "it with the submission file (the traceback is in the grading process's log)")
+    return _bounded(_without_host_paths(text, request))
+
+
+def _without_host_paths(text: str, request: dict[str, Any]) -> str:
+    for key, name in (("private", "<private data folder>"), ("submission", "<submission file>")):
+        if request.get(key):
+            text = text.replace(str(request[key]), name)
+    return _HOST_PATH.sub("<host path>", text)

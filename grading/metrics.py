@@ -178,10 +178,16 @@ def quadratic_weighted_kappa(y_true: Sequence[int] | np.ndarray, y_pred: Sequenc
     predicted class the answers never use still shifts the weights.
     """
     truth = np.asarray(y_true)
-    pred = _float_array(y_pred, "predicted classes")
-    _require_same_length(truth, pred)
-    _require_finite(pred, "predicted classes")
-    pred = _integer_classes(pred, "predicted classes")
+    raw = np.asarray(y_pred)
+    if raw.dtype.kind == "u":
+        # Read unsigned (some class past int64): scikit-learn, as MLE-bench calls it, takes the column as it is.
+        pred = raw
+        _require_same_length(truth, pred)
+    else:
+        pred = _float_array(raw, "predicted classes")
+        _require_same_length(truth, pred)
+        _require_finite(pred, "predicted classes")
+        pred = _integer_classes(pred, "predicted classes")
     try:
         truth = _integer_classes(np.asarray(truth, dtype=float), "answers")
     except InvalidSubmissionError:

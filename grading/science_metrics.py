@@ -169,15 +169,21 @@ def mean_levenshtein(y_true: Sequence[str], y_pred: Sequence[str]) -> float:
 
 
 # -- KL divergence ----------------------------------------------------------------------------------
-def kl_divergence(solution: np.ndarray, submission: np.ndarray, epsilon: float = KL_EPSILON) -> float:
+def kl_divergence(solution: np.ndarray, submission: np.ndarray, epsilon: float = KL_EPSILON,
+                  clipped: Sequence[bool] | None = None) -> float:
     """Kaggle's KL divergence metric with row-wise (micro) averaging, as in the HMS competition.
 
-    Predictions are clipped to [eps, 1 - eps]; each cell where the solution is non-zero adds
-    y * log(y / p), cells where it is zero add nothing; the score is the mean over rows of the
-    row sums. The solution rows are the normalised votes.
+    Predictions are clipped to [eps, 1 - eps] (only the columns `clipped` marks, when given);
+    each cell where the solution is non-zero adds y * log(y / p), cells where it is zero add
+    nothing; the score is the mean over rows of the row sums. The solution rows are the
+    normalised votes. An unclipped 0 where the solution is not makes the score infinite.
     """
     y = np.asarray(solution, dtype=float)
-    p = np.clip(np.asarray(submission, dtype=float), epsilon, 1 - epsilon)
+    p = np.asarray(submission, dtype=float)
+    if clipped is None:
+        p = np.clip(p, epsilon, 1 - epsilon)
+    else:
+        p = np.where(np.asarray(clipped, dtype=bool)[None, :], np.clip(p, epsilon, 1 - epsilon), p)
     if y.shape != p.shape or y.ndim != 2 or len(y) == 0:
         raise ValueError(f"solution {y.shape} and submission {p.shape} must be equal, non-empty 2-D arrays")
     nonzero = y != 0

@@ -414,3 +414,10 @@ def kuzushiji_f1(pred_labels: Sequence[object], true_labels: Sequence[object]) -
     if precision > 0 and recall > 0:
         return 2 * precision * recall / (precision + recall)
     return 0.0
+
+
+def check_encodings(encodings: Sequence[object], n_pixels: Sequence[int | None], labels: Sequence[str]) -> None:
+    """Each encoding decodes as grading decodes it (`parse_rle` with its image's pixel count), so that validation
+    gives grading's verdict; InvalidSubmissionError names the first that does not (by its label)."""
+    for rle, n, what in zip(encodings, n_pixels, labels):
+        parse_rle(rle, n, what=what)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import functools
 import gzip
 import lzma
+import math
+import re
 import threading
 import warnings
 import weakref
@@ -40,15 +42,118 @@ _ARCHIVE_MAGIC = (b"PK\x03\x04", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb
 # pandas 3 parses floats that way by default (and deprecates the option); older pandas needs it.
 # The defaults include low_memory=True: a big file is typed in chunks of rows, so a column can
 # mix numbers and text. That is kept on purpose: MLE-bench's graders see those same values.
-READ_CSV_OPTIONS: dict[str, object] = {} if int(pd.__version__.split(".")[0]) >= 3 else {
-    "float_precision": "round_trip"}
+_PANDAS_3 = int(pd.__version__.split(".")[0]) >= 3
+READ_CSV_OPTIONS: dict[str, object] = {} if _PANDAS_3 else {"float_precision": "round_trip"}
 _SURPLUS_FIELDS = "mle_gym_surplus_fields"
+_INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
+# The cells pandas 2's float parser reads as +infinity (compared ignoring case, nothing stripped);
+# any other cell it finds past float range (`1e309`) it cannot read as a number.
+_INFINITY_WORDS = frozenset({"inf", "+inf", "infinity", "+infinity"})
+# A cell pandas' integer parser reads as a whole number (spaces around it are skipped).
+WHOLE_NUMBER = re.compile(r"\s*[+-]?\d+\s*\Z")
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pd.errors.DtypeWarning)  # mixed chunks are expected, see above
-        return pd.read_csv(path, **READ_CSV_OPTIONS)  # type: ignore[arg-type]
+        frame = pd.read_csv(path, **READ_CSV_OPTIONS)  # type: ignore[arg-type]
+        return _blanks_as_pandas_2_reads(_as_pandas_2_reads(path, frame)) if _PANDAS_3 else frame
+
+
+def _rows_per_chunk(width: int) -> int:
+    """How many rows pandas' C parser types at a time (low_memory): a power of two near 1 MiB of fields."""
+    heuristic = 2**20 // max(width, 1)
+    rows = 1
+    while rows * 2 < heuristic:
+        rows *= 2
+    return rows
+
+
+def _past_range(values: np.ndarray, text: np.ndarray) -> np.ndarray:
+    """Cells pandas 3 read as a number where pandas 2 could not: a whole number past 64 bits (a Python int
+    there) or a number past float range read as +infinity but not written as one."""
+    if values.dtype.kind == "f":
+        found = np.isposinf(values)
+        if found.any():
+            found[found] = [str(t).lower() not in _INFINITY_WORDS for t in text[found]]
+        return found
+    return np.fromiter(
+        ((type(v) is int and not _INT64_MIN <= v <= _UINT64_MAX)
+         or (type(v) is float and v == np.inf and str(t).lower() not in _INFINITY_WORDS)
+         for v, t in zip(values, text)), dtype=bool, count=len(values))
+
+
+def _as_pandas_2_reads(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame as pandas 2 reads the file (MLE-bench's pin), from the one pandas 3 read.
+
+    The two differ on numbers past range: pandas 3 reads a whole number past 64 bits as a Python
+    int and `1e309` as infinity, where pandas 2 cannot read either as a number and reads every
+    cell of that column in that chunk of rows as the text written (a column of class ids with one
+    30-digit id is text there, and never equals a numeric class). Files without such cells (all
+    real submissions) are returned as read; the others are read again, as text, for the cells
+    written in those chunks (and, where other chunks of the column stay numbers, once more chunk
+    by chunk, to type those as pandas types each chunk).
+    """
+    suspects = [j for j, (_, column) in enumerate(frame.items())
+                if (column.dtype.kind == "f" and np.isposinf(column.to_numpy()).any())
+                or (column.dtype == object and infer_dtype(column, skipna=True) not in ("string", "empty"))]
+    if not suspects:
+        return frame
+    text = pd.read_csv(path, dtype=str, **READ_CSV_OPTIONS)  # type: ignore[arg-type]
+    surplus = 0 if isinstance(frame.index, pd.RangeIndex) else frame.index.nlevels
+    rows = _rows_per_chunk(len(frame.columns) + surplus)
+    chunk_of_row = np.arange(len(frame)) // rows
+    typed: list[pd.DataFrame] | None = None
+    for j in suspects:
+        column = frame.iloc[:, j]
+        written = text.iloc[:, j]
+        past = _past_range(column.to_numpy(dtype=object) if column.dtype == object else column.to_numpy(),
+                           written.to_numpy(dtype=object))
+        if not past.any():
+            continue
+        in_text = np.isin(chunk_of_row, np.unique(chunk_of_row[past]))
+        if in_text.all():
+            frame.isetitem(j, written.set_axis(frame.index))
+            continue
+        if typed is None:  # each chunk as pandas types it alone (pandas 3 retyped the column as a whole)
+            with pd.read_csv(path, chunksize=rows, **READ_CSV_OPTIONS) as reader:  # type: ignore[arg-type]
+                typed = list(reader)
+        own = np.concatenate([chunk.iloc[:, j].to_numpy(dtype=object) for chunk in typed])
+        mixed = np.where(in_text, written.to_numpy(dtype=object), own)
+        frame.isetitem(j, pd.Series(mixed, index=frame.index, dtype=object, name=frame.columns[j]))
+    return frame
+
+
+def _blanks_as_pandas_2_reads(frame: pd.DataFrame) -> pd.DataFrame:
+    """Blank cells missing, where pandas 3 made them empty texts and pandas 2 does not.
+
+    A blank cell (or a quoted empty one) is read as missing. pandas reads it as the empty text
+    only in a chunk of text it first tried as whole numbers: pandas 2 in a chunk of nothing but
+    whole numbers (one past int64 with a negative one), which pandas 3 reads the same; pandas 3
+    also in a chunk holding a whole number past 64 bits before a word, which pandas 2 reads with
+    the blanks missing. So an empty text in a chunk that holds anything but whole numbers is a
+    blank cell there.
+    """
+    rows = _rows_per_chunk(len(frame.columns) + (0 if isinstance(frame.index, pd.RangeIndex) else frame.index.nlevels))
+    for j, (_, column) in enumerate(frame.items()):
+        if column.dtype.kind not in "OT" and not isinstance(column.dtype, pd.StringDtype):
+            continue
+        empty = (column == "").to_numpy(dtype=bool, na_value=False)
+        if not empty.any():
+            continue
+        values = column.to_numpy(dtype=object)
+        chunk_of_row = np.arange(len(frame)) // rows
+        blank = empty.copy()
+        for chunk in np.unique(chunk_of_row[empty]):
+            cells = values[chunk_of_row == chunk]
+            if all(v == "" or v is np.nan or (isinstance(v, float) and np.isnan(v)) or WHOLE_NUMBER.match(str(v))
+                   for v in cells):
+                blank[chunk_of_row == chunk] = False  # the numbers-only chunk: pandas 2 keeps the empty texts too
+        if blank.any():
+            kept = column.copy()
+            kept[blank] = np.nan
+            frame.isetitem(j, kept)
+    return frame
 
 
 def read_answers_csv(path: Path) -> pd.DataFrame:
@@ -91,6 +196,28 @@ def read_submission_csv(path: Path) -> pd.DataFrame:
     return frame
 
 
+CHECKED_WHEN_GRADED = "checked only when graded"
+"""Said by a validation note about values whose verdict depends on private answers (which rows are scored): a
+file validation calls valid may still be invalid when graded only where its message says this."""
+_NOTES = "mle_gym_validation_notes"
+
+
+def note_checked_when_graded(aligned: pd.DataFrame, what: str) -> pd.DataFrame:
+    """`aligned` carrying a note for the validation message: `what` the file holds that is CHECKED_WHEN_GRADED.
+
+    For values a grader checks only on the rows it scores, which are private: validation cannot
+    give grading's verdict on them without telling which rows those are, so it says what it saw.
+    """
+    aligned.attrs[_NOTES] = [*aligned.attrs.get(_NOTES, []), f"{what}; such values are {CHECKED_WHEN_GRADED}, on "
+                             "the rows the grader scores (which are private), and make the file invalid there"]
+    return aligned
+
+
+def validation_notes(aligned: pd.DataFrame) -> list[str]:
+    """The notes `note_checked_when_graded` left on a validated submission."""
+    return list(aligned.attrs.get(_NOTES, []))
+
+
 def run_validation(validate: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame], submission: pd.DataFrame,
                    answers: pd.DataFrame) -> pd.DataFrame:
     """`validate(submission, answers)`, its InvalidSubmissionError told about shifted fields when the file had them."""
@@ -111,9 +238,14 @@ def run_validation(validate: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame
 def _ids_preview(values: object, limit: int = 5) -> str:
     items = list(values[:limit]) if hasattr(values, "__getitem__") else list(values)[:limit]  # type: ignore[index]
     total = len(values)  # type: ignore[arg-type]
-    shown = ", ".join(repr(v.item() if isinstance(v, np.generic) else v) for v in items)
+    shown = ", ".join(_short(repr(v.item() if isinstance(v, np.generic) else v)) for v in items)
     more = f" (+{total - limit} more)" if total > limit else ""
     return shown + more
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """A quoted value cut to `limit` characters (a cell of 400 digits need not be shown whole)."""
+    return text if len(text) <= limit else f"{text[:30]}...{text[-10:]} ({len(text)} characters)"
 
 
 def check_columns(submission: pd.DataFrame, required: list[str]) -> None:
@@ -341,16 +473,57 @@ def as_float(series: pd.Series, *, text_numbers: bool = False) -> np.ndarray:
 
     A column pandas read as numbers (or booleans) converts as it is. A column it read as text
     converts cell by cell: with `text_numbers`, as Python's float() reads each cell (what
-    scikit-learn's conversion does, so "1_0" is 10.0), otherwise as pandas reads numbers.
+    scikit-learn's conversion does, so "1_0" is 10.0), otherwise as pandas reads numbers. A
+    whole number too large for a float (a Python int in a column built by hand) is infinite.
     """
     if is_numeric_dtype(series):
         return series.to_numpy(dtype=float, na_value=np.nan)
+    values = series.to_numpy(dtype=object, na_value=np.nan)
     if text_numbers:
         try:
-            return series.to_numpy(dtype=object, na_value=np.nan).astype(float)
-        except (TypeError, ValueError):
+            return values.astype(float)
+        except (TypeError, ValueError, OverflowError):
             pass  # some cell is no number: pandas' conversion below finds which
-    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    try:
+        with np.errstate(over="ignore"):
+            return pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    except (TypeError, ValueError, OverflowError):  # Python ints past float range: pandas cannot coerce them
+        return np.array([_cell_float(v) for v in values], dtype=float)
+
+
+def _cell_float(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        if isinstance(value, int):
+            return math.inf if value > 0 else -math.inf
+        return math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def too_large_example(series: pd.Series) -> str | None:
+    """A cell of a text column that is a number past float range or a whole number past 64 bits, or None.
+
+    pandas reads a column holding such a number as text (as MLE-bench's pandas 2 does), so a
+    message about a number column read as text can say why.
+    """
+    if is_numeric_dtype(series):
+        return None
+    text = series.dropna().astype(str)
+    candidates = text[text.str.contains(r"[eE]|\d{19}", regex=True)]
+    for cell in candidates.head(10_000).tolist():
+        try:
+            number = float(cell)
+        except OverflowError:
+            number = math.inf
+        except ValueError:
+            continue
+        whole = WHOLE_NUMBER.match(cell) is not None
+        if math.isinf(number) and cell.strip().lower().lstrip("+-") not in ("inf", "infinity") or (
+                whole and not _INT64_MIN <= int(cell) <= _UINT64_MAX):
+            return _short(cell, 40)
+    return None
 
 
 def check_numeric(
@@ -373,9 +546,12 @@ def check_numeric(
                 f"non-numeric value(s), e.g. {_ids_preview(bad.tolist(), 3)}"
             )
         if not text_numbers and not is_numeric_dtype(series):
+            large = too_large_example(series)
+            why = (f" (a number too large for a 64-bit float, or a whole number past 64 bits, such as {large}, makes "
+                   "pandas read the column as text)") if large else ""
             raise InvalidSubmissionError(
                 f"column {column!r}: expected numbers; found them read as text, e.g. "
-                f"{_ids_preview(series.tolist(), 3)}"
+                f"{_ids_preview(series.tolist(), 3)}{why}"
             )
         infinite = np.isinf(array)
         if infinite.any():

@@ -11,6 +11,7 @@ from PIL import Image
 from sklearn.model_selection import train_test_split
 
 from mle_gym.competitions.helpers import read_csv, split_seed
+from mle_gym.grading.classification import validate_kappa_classes
 
 ID, TARGET = "id_code", "diagnosis"
 GRADE_SHARES = [0.49, 0.10, 0.27, 0.05, 0.09]  # roughly the real grade distribution
@@ -30,6 +31,11 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     new_test.drop(columns=[TARGET]).to_csv(public / "test.csv", index=False)
     new_test.assign(**{TARGET: 0}).to_csv(public / "sample_submission.csv", index=False)
     new_test.to_csv(private / "test.csv", index=False)
+
+
+def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+    """The standard checks and whole-number classes, as scikit-learn's kappa takes them (a fraction is refused)."""
+    return validate_kappa_classes(submission, answers, ID, TARGET)
 
 
 def _photo(rng: np.random.Generator, grade: int, size: int = 32) -> np.ndarray:

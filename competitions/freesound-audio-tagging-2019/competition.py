@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
 from mle_gym.competitions.helpers import read_csv, write_zip
 from mle_gym.competitions.signals import tone, wav_bytes
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.regression_metrics import label_weighted_lrap
-from mle_gym.grading.validation import align_to_answers, check_ids
+from mle_gym.grading.validation import WHOLE_NUMBER, align_to_answers, check_ids
 
 ID = "fname"
 CLASSES: list[str] = json.loads((Path(__file__).with_name("metadata.json")).read_text())["target_columns"]
@@ -108,6 +109,7 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
             f"from {CLASSES[0]!r} to {CLASSES[-1]!r}); found {len(found)} columns: {detail}")
     check_ids(submission, answers, ID)
     for column in CLASSES:
+        _check_whole_numbers_convert(submission[column], column)
         values = pd.to_numeric(submission[column], errors="coerce")  # MLE-bench converts with pandas' to_numeric
         bad = values.isna() | np.isinf(values.to_numpy(dtype=float))
         if bad.any():
@@ -115,6 +117,24 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
                 f"column {column!r}: expected a finite number in every row; found {int(bad.sum())} value(s) that are "
                 f"not, e.g. {submission[column][bad].head(3).tolist()}")
     return align_to_answers(submission, answers, ID)
+
+
+def _check_whole_numbers_convert(column: pd.Series, name: str) -> None:
+    """Whole numbers written as text that pandas 2's to_numeric (MLE-bench's conversion) turns into numbers.
+
+    It refuses one past 64 bits ("Integer out of range"), and leaves the column text when one
+    past int64 meets a negative one; pandas 3 turns both into floats, so they are checked here.
+    """
+    if is_numeric_dtype(column) or is_bool_dtype(column):
+        return
+    whole = [int(v) for v in column.dropna().tolist() if isinstance(v, str) and WHOLE_NUMBER.match(v)]
+    past = [v for v in whole if not -(2**63) <= v <= 2**64 - 1]
+    if not past and any(v > 2**63 - 1 for v in whole) and any(v < 0 for v in whole):
+        past = [v for v in whole if v > 2**63 - 1]
+    if past:
+        raise InvalidSubmissionError(
+            f"column {name!r}: expected numbers; found {len(past)} whole number(s) past the 64-bit range, e.g. "
+            f"{past[0]}, which MLE-bench's conversion (pandas' to_numeric) cannot make a number")
 
 
 def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:

@@ -15,6 +15,7 @@ from mle_gym.competitions.helpers import split_seed
 from mle_gym.competitions.volumes import copy_tree, npy_shape
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.mask_metrics import align_sorted, check_ids_sorted, global_dice
+from mle_gym.grading.segmentation import check_encodings
 from mle_gym.grading.validation import check_columns
 
 BANDS = [f"band_{i:02}.npy" for i in range(8, 17)]
@@ -65,15 +66,21 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
 
 
 def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
-    """MLE-bench's checks: columns record_id and encoded_pixels (others ignored), every test record once."""
+    """MLE-bench's checks: columns record_id and encoded_pixels (others ignored), every test record once; and each
+    encoding decodes as grading decodes it (the records' sizes are those of the public test images)."""
     check_columns(submission, ["record_id", "encoded_pixels"])
     check_ids_sorted(submission, answers, "record_id")
-    return align_sorted(submission, answers, "record_id")
+    aligned = align_sorted(submission, answers, "record_id")
+    _check_encodings(aligned, _pixel_counts(answers))
+    return aligned
 
 
-def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
-    """The global Dice over all test records; each encoding must be "-" (no contrail) or valid runs."""
-    n_pixels = answers["height"].astype(int) * answers["width"].astype(int)
+def _pixel_counts(answers: pd.DataFrame) -> list[int]:
+    return (answers["height"].astype(int) * answers["width"].astype(int)).tolist()
+
+
+def _check_encodings(aligned: pd.DataFrame, n_pixels: list[int]) -> None:
+    """Each encoding "-" (no contrail) or runs that fit its record's image, as the grader decodes them."""
     cells = aligned["encoded_pixels"]
     text = cells.map(lambda v: isinstance(v, str))
     if not text.all():
@@ -81,7 +88,15 @@ def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
         raise InvalidSubmissionError(
             f"column 'encoded_pixels': expected a run-length encoding or '-' (no contrail) in every row; found "
             f"{cells.tolist()[bad]!r} for record {aligned['record_id'].iloc[bad]!r} (write '-', not a blank, for an empty mask)")
-    return global_dice(answers["encoded_pixels"].tolist(), cells.tolist(), n_pixels.tolist())
+    check_encodings(["" if v == "-" else v for v in cells.tolist()], n_pixels,
+                    [f"row {i + 1}" for i in range(len(cells))])
+
+
+def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
+    """The global Dice over all test records; each encoding must be "-" (no contrail) or valid runs."""
+    n_pixels = _pixel_counts(answers)
+    _check_encodings(aligned, n_pixels)
+    return global_dice(answers["encoded_pixels"].tolist(), aligned["encoded_pixels"].tolist(), n_pixels)
 
 
 # -- synthetic download ----------------------------------------------------------------------

@@ -16,7 +16,7 @@ from mle_gym.competitions.high_data import (
 )
 from mle_gym.grading.science_metrics import kl_divergence
 from mle_gym.grading.validation import check_columns, check_numeric
-from pandas.api.types import is_numeric_dtype
+from pandas.api.types import is_integer_dtype, is_numeric_dtype
 from sklearn.model_selection import train_test_split
 
 from mle_gym.errors import InvalidSubmissionError
@@ -101,7 +101,15 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
 
 
 def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:
-    return kl_divergence(answers[TARGETS].to_numpy(dtype=float), aligned[TARGETS].to_numpy(dtype=float))
+    """Kaggle's KL divergence of the vote probabilities.
+
+    MLE-bench's pandas 2 clips a column of whole numbers (0 and 1, a one-hot guess) to itself: it
+    keeps the integer type, so its 0s stay 0 and the divergence is infinite wherever a vote the
+    answers hold was given 0. Such columns are left unclipped here too.
+    """
+    clipped = [not is_integer_dtype(aligned[c]) for c in TARGETS]
+    return kl_divergence(answers[TARGETS].to_numpy(dtype=float), aligned[TARGETS].to_numpy(dtype=float),
+                         clipped=clipped)
 
 
 def make_raw(raw: Path, seed: int, n_spectrograms: int = 20, n_hidden: int = 2) -> None:

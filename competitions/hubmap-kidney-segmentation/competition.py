@@ -24,7 +24,7 @@ from sklearn.model_selection import train_test_split
 from mle_gym.competitions.helpers import read_csv
 from mle_gym.competitions.masks import blob_mask, hex_ids
 from mle_gym.errors import InvalidSubmissionError
-from mle_gym.grading.segmentation import dice_from_runs, fill_blank, parse_rle, rle_encode
+from mle_gym.grading.segmentation import check_encodings, dice_from_runs, fill_blank, parse_rle, rle_encode
 from mle_gym.grading.validation import check_columns, check_ids
 
 TRAIN_SIZE, TEST_SIZE, SEED = 12, 3, 0
@@ -67,7 +67,8 @@ def _prepare(raw: Path, public: Path, private: Path, test_suffixes: tuple[str, .
 
 
 def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
-    """MLE-bench's checks: the columns id and predicted, each test slide once, encodings as text (blank: no mask)."""
+    """MLE-bench's checks: the columns id and predicted, each test slide once, encodings as text (blank: no mask)
+    that decode."""
     check_columns(submission, ["id", "predicted"])
     check_ids(submission, answers, "id")
     predicted = fill_blank(submission["predicted"])
@@ -77,7 +78,10 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
             f"column 'predicted': expected a run-length encoding (text) or nothing in every row; found "
             f"{predicted[~text].iloc[0]!r}")
     order = pd.Index(submission["id"]).get_indexer(answers["id"])
-    return submission.assign(predicted=predicted).iloc[order].reset_index(drop=True)
+    aligned = submission.assign(predicted=predicted).iloc[order].reset_index(drop=True)
+    # Each encoding decodes as grading decodes it (a slide's size is that of its public image).
+    check_encodings(aligned["predicted"].tolist(), _sizes(answers), [f"slide {i}" for i in answers["id"]])
+    return aligned
 
 
 def _sizes(answers: pd.DataFrame) -> list[int | None]:

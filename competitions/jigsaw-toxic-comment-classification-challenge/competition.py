@@ -14,7 +14,7 @@ import pandas as pd
 
 from mle_gym.competitions.helpers import RawArchive, pack
 from mle_gym.grading.metrics import mean_column_auc
-from mle_gym.grading.validation import as_float, check_numeric
+from mle_gym.grading.validation import as_float, check_numeric, note_checked_when_graded, validate_standard
 
 CLASSES = ["toxic", "severe_toxic", "obscene", "threat", "insult", "identity_hate"]
 
@@ -34,6 +34,18 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
     table("test.csv").to_csv(public / "test.csv", index=False)
     sample.to_csv(public / "sample_submission.csv", index=False)
     table("test_labels.csv").to_csv(private / "test.csv", index=False)
+
+
+def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+    """Exactly the id and the six classes, in Kaggle's order, each test id once; the values are checked when
+    scoring (see `score`), and validation's message says what it saw that would make a scored row invalid."""
+    aligned = validate_standard(submission, answers, id_column="id", target_columns=CLASSES, numeric_targets=False,
+                                extra_columns=False, column_order="targets as listed")
+    for column in CLASSES:
+        values = as_float(aligned[column], text_numbers=True)
+        if (bad := int((~np.isfinite(values)).sum())):
+            note_checked_when_graded(aligned, f"column {column!r} holds {bad} blank, non-numeric or infinite value(s)")
+    return aligned
 
 
 def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:

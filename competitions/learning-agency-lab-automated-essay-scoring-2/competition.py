@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from mle_gym.competitions.text_data import NEUTRAL_WORDS, hex_ids, pick, sentence, split_tenth
+from mle_gym.grading.classification import validate_kappa_classes
 
 ID, TARGET = "essay_id", "score"
 
@@ -37,6 +38,11 @@ _ADVANCED = ("furthermore", "consequently", "nevertheless", "perspective", "sign
 _SLIPS = ("alot", "becuase", "dont", "thier", "gonna", "u", "wich", "definately")
 _TOPICS = ("phones in school", "the electoral college", "driverless cars", "exploring venus",
            "the face on mars", "community service", "online classes", "extracurricular activities")
+
+
+def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+    """The standard checks and whole-number classes, as scikit-learn's kappa takes them (a fraction is refused)."""
+    return validate_kappa_classes(submission, answers, ID, TARGET)
 
 
 def _essay(rng: np.random.Generator, score: int) -> str:

@@ -61,11 +61,15 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     check_ids(submission, answers, ID)
     check_numeric(submission, [TARGET])
     values = submission[TARGET].to_numpy()
-    if values.dtype.kind == "f" and (fraction := values != np.round(values)).any():
-        raise InvalidSubmissionError(
-            f"column {TARGET!r}: expected class labels (0 or 1); found {int(fraction.sum())} fractional value(s), "
-            f"e.g. {values[fraction][0].item()!r}: threshold probabilities before submitting"
-        )
+    if values.dtype.kind == "f":
+        # scikit-learn's test for whole numbers: the value survives a cast to int64 (1e308 does not).
+        with np.errstate(invalid="ignore"):
+            fraction = values != values.astype(np.int64)
+        if fraction.any():
+            raise InvalidSubmissionError(
+                f"column {TARGET!r}: expected class labels (0 or 1); found {int(fraction.sum())} fractional or "
+                f"out-of-range value(s), e.g. {values[fraction][0].item()!r}: threshold probabilities before submitting"
+            )
     return align_to_answers(submission, answers, ID)
 
 

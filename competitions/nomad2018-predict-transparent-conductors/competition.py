@@ -9,6 +9,8 @@ import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from mle_gym.competitions.helpers import RawArchive, pack, split_seed
+from mle_gym.errors import InvalidSubmissionError
+from mle_gym.grading.validation import as_float, validate_standard
 
 TARGETS = ["formation_energy_ev_natom", "bandgap_energy_ev"]
 # Kaggle's sample submission uses these constants; MLE-bench keeps them.
@@ -44,6 +46,20 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
                 folder.mkdir(parents=True)
                 geometries.copy(by_id[old], folder / "geometry.xyz")
     pd.DataFrame({"id": new_test["id"], **SAMPLE_VALUES}).to_csv(public / "sample_submission.csv", index=False)
+
+
+def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+    """The standard checks (rows in the test ids' order, text the grader reads as numbers counts), and no
+    negative prediction: RMSLE takes the log of 1 + prediction, and MLE-bench's grader refuses negatives."""
+    aligned = validate_standard(submission, answers, id_column="id", target_columns=TARGETS, rows_by_position=True,
+                                text_numbers=True)
+    for column in TARGETS:
+        values = as_float(aligned[column], text_numbers=True)
+        if (negative := values < 0).any():
+            raise InvalidSubmissionError(
+                f"RMSLE needs predictions >= 0; column {column!r} holds {int(negative.sum())} negative value(s), "
+                f"the lowest {values.min()}")
+    return aligned
 
 
 def _crystals(rng: np.random.Generator, n: int) -> pd.DataFrame:

@@ -19,7 +19,7 @@ from mle_gym.competitions.helpers import read_csv
 from mle_gym.competitions.signals import dicom_bytes, split_groups
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.regression_metrics import laplace_log_likelihood
-from mle_gym.grading.validation import as_float, validate_standard
+from mle_gym.grading.validation import as_float, note_checked_when_graded, too_large_example, validate_standard
 
 ID, TARGETS = "Patient_Week", ["FVC", "Confidence"]
 COLUMNS = ["Patient", "Weeks", "FVC", "Percent", "Age", "Sex", "SmokingStatus"]
@@ -63,9 +63,14 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     aligned = validate_standard(submission, answers, id_column=ID, target_columns=TARGETS, numeric_targets=False)
     for column in TARGETS:
         if not is_numeric_dtype(submission[column]):  # MLE-bench's test: a blank is fine, a word is not
-            words = submission[column][pd.to_numeric(submission[column], errors="coerce").isna() & submission[column].notna()]
+            cells = submission[column]
+            words = cells[~np.isfinite(as_float(cells)) & cells.notna().to_numpy()]
+            large = too_large_example(cells)
+            why = f" (a number too large for a 64-bit float, such as {large}, makes pandas read it as text)" if large else ""
             raise InvalidSubmissionError(
-                f"column {column!r}: expected numbers; found text, e.g. {words.head(3).tolist()}")
+                f"column {column!r}: expected numbers; found text, e.g. {words.head(3).tolist()}{why}")
+    if (blanks := int(aligned["FVC"].isna().sum())):
+        note_checked_when_graded(aligned, f"column 'FVC' holds {blanks} blank(s)")
     return aligned
 
 

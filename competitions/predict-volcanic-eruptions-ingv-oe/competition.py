@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from mle_gym.competitions.helpers import read_csv, split_seed
-from mle_gym.grading.tabular_metrics import rounded_mae
+from mle_gym.grading.tabular_metrics import check_mae_finite, rounded_mae
 from mle_gym.grading.validation import (
     align_to_answers,
     as_float,
@@ -52,7 +52,9 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     check_ids(submission, answers, ID)
     check_numeric(submission, [TARGET], text_numbers=True)
     aligned = align_to_answers(submission, answers, ID)
-    return aligned.assign(**{TARGET: as_float(aligned[TARGET], text_numbers=True)})
+    predictions = as_float(aligned[TARGET], text_numbers=True)
+    check_mae_finite(predictions, TARGET)
+    return aligned.assign(**{TARGET: predictions})
 
 
 def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:

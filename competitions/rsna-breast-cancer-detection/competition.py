@@ -56,6 +56,13 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     if not (is_numeric_dtype(cancer) or is_bool_dtype(cancer)):
         raise InvalidSubmissionError(
             f"column 'cancer': expected numbers (probabilities of cancer); found text, e.g. {cancer.tolist()[:3]!r}")
+    values = cancer.to_numpy(dtype=float)
+    if len(values) and (values < 0).all():
+        # Each prediction is clipped to [0, 1] with Python's max(p, 0), which gives the int 0 for a negative
+        # one: the sums of the grader's precision stay ints, and 0 / 0 raises there.
+        raise InvalidSubmissionError(
+            "column 'cancer': every prediction is below 0, so every clipped probability is 0 and the probabilistic "
+            "F1's precision is 0 / 0 (MLE-bench's grader fails on it); expected probabilities in [0, 1]")
     return align_sorted(submission, answers, "prediction_id")
 
 

@@ -17,7 +17,7 @@ from sklearn.model_selection import train_test_split
 from mle_gym.competitions.helpers import RawArchive, pack, read_csv, split_seed
 from mle_gym.competitions.masks import blob_mask, hex_ids
 from mle_gym.errors import InvalidSubmissionError
-from mle_gym.grading.segmentation import fill_blank, mean_precision_iou, rle_encode
+from mle_gym.grading.segmentation import check_encodings, fill_blank, mean_precision_iou, rle_encode
 from mle_gym.grading.validation import check_exact_columns, check_ids
 
 TEST_SIZE = 0.25
@@ -70,7 +70,10 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     _strings(submission, "submission")
     check_ids(submission, answers, "id")
     order = pd.Index(submission["id"]).get_indexer(answers["id"])
-    return submission.iloc[order].reset_index(drop=True)
+    aligned = submission.iloc[order].reset_index(drop=True)
+    masks = fill_blank(aligned["rle_mask"]).tolist()  # each decodes as grading decodes it
+    check_encodings(masks, [SIZE * SIZE] * len(masks), [f"row {i + 1}" for i in range(len(masks))])
+    return aligned
 
 
 def score(aligned: pd.DataFrame, answers: pd.DataFrame) -> float:

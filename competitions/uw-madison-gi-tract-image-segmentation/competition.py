@@ -18,7 +18,7 @@ from sklearn.model_selection import train_test_split
 from mle_gym.competitions.helpers import read_csv, split_seed
 from mle_gym.competitions.masks import blob_mask
 from mle_gym.errors import InvalidSubmissionError
-from mle_gym.grading.segmentation import dice_hausdorff_combo, fill_blank, rle_encode
+from mle_gym.grading.segmentation import check_encodings, dice_hausdorff_combo, fill_blank, rle_encode
 from mle_gym.grading.validation import check_columns
 
 TEST_SIZE = 0.1
@@ -122,6 +122,9 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
         bad = predicted[~text].iloc[0]
         raise InvalidSubmissionError(
             f"column 'predicted': expected a run-length encoding (text) or nothing in every row; found {bad!r}")
+    # Each encoding decodes as grading decodes it (the slices' sizes are those of the public scans).
+    sizes = (answers["image_height"].astype(int) * answers["image_width"].astype(int)).tolist()
+    check_encodings(predicted.tolist(), sizes, [f"row {i + 1}" for i in range(len(predicted))])
     return submission.assign(predicted=predicted).reset_index(drop=True)
 
 

@@ -13,6 +13,7 @@ from mle_gym.competitions.helpers import read_csv
 from mle_gym.competitions.volumes import copy_tree, png_size, write_tiff16
 from mle_gym.errors import InvalidSubmissionError
 from mle_gym.grading.mask_metrics import ink_fbeta
+from mle_gym.grading.segmentation import check_encodings
 
 HELD_OUT = "3"
 TEST_ID = "a"
@@ -67,6 +68,10 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
         if not isinstance(value, str):
             raise InvalidSubmissionError(
                 f"row {row + 1}: column 'Predicted': expected a run-length encoding (text); found {value!r}")
+    # Each encoding decodes as grading decodes it (a fragment's size is that of its public image).
+    sizes = [int(w) * int(h) for w, h in zip(answers["width"], answers["height"])]
+    check_encodings(submission["Predicted"].tolist(), sizes,
+                    [f"row {i + 1}: column 'Predicted'" for i in range(len(submission))])
     return submission.reset_index(drop=True)
 
 

@@ -294,7 +294,7 @@ CASES = [
          APTOS, _lines("id_code,diagnosis", "a1,0", "a2,1", "a3,2", "a4,9", "a5,4"), 0.75),
     Case("aptos2019-blindness-detection", "fraction",
          APTOS, _lines("id_code,diagnosis", "a1,0", "a2,1.5", "a3,2", "a4,2", "a5,4"), INVALID,
-         reason="integer classes; found 1.5"),
+         reason="(integer classes); found 1 other value(s), e.g. 1.5"),
     Case("text-normalization-challenge-english-language", "exact-text",
          TEXT_EN, _lines("id,after", "0_0, hello", "0_1,Seven", "0_2,7", "1_0,", "1_1,world"), 0.6),
     Case("text-normalization-challenge-english-language", "numbers-read-as-numbers",
