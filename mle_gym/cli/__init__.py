@@ -23,6 +23,7 @@ _COMMAND_MODULES = [
     "mle_gym.cli.records",  # show, replay, export
     "mle_gym.cli.view",  # view
     "mle_gym.cli.grade",  # grade
+    "mle_gym.cli.serve",  # serve
 ]
 
 
