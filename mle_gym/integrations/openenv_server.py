@@ -74,6 +74,10 @@ log = logging.getLogger(__name__)
 
 PROTOCOL = "openenv"
 """The wire protocol spoken: OpenEnv's (openenv-core 0.3)."""
+_CLOSING_WAIT_S = 30.0
+"""How long a new session waits for a slot whose session is closing (its container being removed)."""
+_REFUSAL_GRACE_S = 10.0
+"""How long a refused WebSocket (server full) stays open to answer its messages with the refusal."""
 
 
 # -- errors ---------------------------------------------------------------------------------
@@ -133,6 +137,10 @@ class HarnessFaultError(ServeError):
     code = "EXECUTION_ERROR"
 
 
+_ACTION_SHAPES = ('an action is {"name": TOOL, "arguments": {...}} (one tool call; GET /schema lists the tools) '
+                  'or {"text": MESSAGE} (raw assistant text holding the calls)')
+
+
 # -- wire models ------------------------------------------------------------------------------
 class MLEAction(BaseModel):
     """One action: a tool call (`name`, `arguments`) or an assistant message's raw text (`text`)."""
@@ -149,8 +157,7 @@ class MLEAction(BaseModel):
     @model_validator(mode="after")
     def _one_shape(self) -> MLEAction:
         if (self.text is None) == (self.name is None):
-            raise ValueError('an action is either {"name": TOOL, "arguments": {...}} or {"text": MESSAGE}, '
-                             "exactly one of the two")
+            raise ValueError("it needs exactly one of name and text")
         if self.text is not None and (self.arguments is not None or self.id is not None):
             raise ValueError('a {"text": ...} action takes no "arguments" or "id"; the text holds the calls')
         return self
@@ -257,6 +264,8 @@ class SessionManager:
         self.pool = EpisodePool.make(env_id, max_sessions, **env_options)
         self._free = list(range(max_sessions))
         self._sessions: dict[str, _Session] = {}
+        self._closing = 0
+        self._slot_freed = asyncio.Condition()
         self._reaper: asyncio.Task[None] | None = None
         self.reaped = 0
 
@@ -276,7 +285,14 @@ class SessionManager:
         await self.pool.aclose()
 
     # bookkeeping
-    def open(self, kind: Literal["ws", "http"]) -> _Session:
+    async def open(self, kind: Literal["ws", "http"]) -> _Session:
+        if not self._free and self._closing:
+            # A session just closed is still removing its container: its slot is as good as free, and a
+            # client that closes and reconnects at once should not be told the server is full.
+            async with self._slot_freed:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._slot_freed.wait_for(lambda: bool(self._free) or not self._closing),
+                                           _CLOSING_WAIT_S)
         if not self._free:
             raise ServerFullError(f"the server is at capacity: {self.max_sessions}/{self.max_sessions} sessions are "
                                   "open; close one (POST /close, or close the WebSocket) or retry later "
@@ -313,9 +329,15 @@ class SessionManager:
         if session is None:
             return False
         session.closed = True
-        async with session.lock:  # a call in flight finishes first: an env is not re-entrant
-            await asyncio.to_thread(self.pool.restart, session.slot)
-        self._free.append(session.slot)
+        self._closing += 1
+        try:
+            async with session.lock:  # a call in flight finishes first: an env is not re-entrant
+                await asyncio.to_thread(self.pool.restart, session.slot)
+        finally:
+            self._closing -= 1
+            self._free.append(session.slot)
+            async with self._slot_freed:
+                self._slot_freed.notify_all()
         log.info("session %s closed (slot %d free)", session.id, session.slot)
         return True
 
@@ -401,10 +423,11 @@ class SessionManager:
             log.info("session %s idle for %.0f s: reaped", session.id, now - session.last_active)
             self.reaped += 1
             ws = session.websocket
-            await self.close(session.id)
-            if ws is not None:
+            if ws is not None:  # the client hears why first; then the env and its container go
+                session.closed = True
                 with contextlib.suppress(Exception):  # the peer may be gone already
                     await ws.close(code=4408, reason=f"idle for more than {self.idle_timeout_s:g} s: session reaped")
+            await self.close(session.id)
         return len(stale)
 
 
@@ -528,7 +551,7 @@ def create_app(env_id: str, env_options: dict[str, Any] | None = None, *, max_se
     async def reset(request: HTTPResetRequest = Body(default_factory=HTTPResetRequest)) -> dict[str, Any]:
         data = ResetData(seed=request.seed, options=request.options, episode_id=request.episode_id)
         if request.session_id is None:
-            session = manager.open("http")
+            session = await manager.open("http")
             try:
                 answer = await manager.reset(session, data)
             except ServeError:
@@ -545,7 +568,7 @@ def create_app(env_id: str, env_options: dict[str, Any] | None = None, *, max_se
         try:
             action = MLEAction.model_validate(request.action)
         except ValidationError as exc:
-            raise RequestError(f"the action is not valid: {_problems(exc)}") from None
+            raise RequestError(f"the action is not valid ({_problems(exc)}); {_ACTION_SHAPES}") from None
         return {**await manager.step(session, action), "session_id": session.id}
 
     @app.get("/state", dependencies=guarded)
@@ -565,11 +588,18 @@ def create_app(env_id: str, env_options: dict[str, Any] | None = None, *, max_se
             return
         await websocket.accept()
         try:
-            session = manager.open("ws")
+            session = await manager.open("ws")
         except ServerFullError as exc:
-            await websocket.send_text(_ws_error(exc.code, str(exc), active_sessions=manager.active,
-                                                max_sessions=manager.max_sessions))
-            await websocket.close(code=1013, reason="server at capacity")
+            # Each message gets the refusal as its answer (a close right away would race the client's first
+            # send, and it would see a dropped connection instead of the reason), for a short while.
+            refusal = _ws_error(exc.code, str(exc), active_sessions=manager.active, max_sessions=manager.max_sessions)
+            with contextlib.suppress(WebSocketDisconnect, asyncio.TimeoutError, RuntimeError):
+                async with asyncio.timeout(_REFUSAL_GRACE_S):
+                    while True:
+                        await websocket.receive_text()
+                        await websocket.send_text(refusal)
+            with contextlib.suppress(RuntimeError):  # already closed by the peer
+                await websocket.close(code=1013, reason="server at capacity")
             return
         session.websocket = websocket
         try:
@@ -621,7 +651,7 @@ async def _ws_loop(websocket: WebSocket, manager: SessionManager, session: _Sess
                 try:
                     action = MLEAction.model_validate(data)
                 except ValidationError as exc:
-                    raise RequestError(f"the action is not valid: {_problems(exc)}") from None
+                    raise RequestError(f"the action is not valid ({_problems(exc)}); {_ACTION_SHAPES}") from None
                 reply = {"type": "observation", "data": await manager.step(session, action)}
             elif kind == "state":
                 reply = {"type": "state", "data": session.state().model_dump()}
