@@ -277,7 +277,7 @@ def test_remote_env_is_a_gymnasium_env(server: tuple[str, Any]) -> None:
 @pytest.mark.docker
 def test_docker_containers_go_with_their_sessions(docker_image: str, containers_of_this_run: Any) -> None:
     app = create_app("mle/aerial-cactus", {"data": "sample", "image": docker_image, "gpus": None, "warm_pool": False},
-                     max_sessions=2, idle_timeout_s=2.0, token=TOKEN)
+                     max_sessions=2, idle_timeout_s=5.0, token=TOKEN)
     before = set(containers_of_this_run())
     with serve_in_thread(app) as url:
         with _client(url) as env:
