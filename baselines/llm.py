@@ -20,9 +20,12 @@ from mle_gym.baselines.llm_clients import (
     ModelCallError,
     ModelReply,
     OpenAIChatClient,
+    ToolChoice,
     TransientModelError,
     pick_provider,
 )
+from mle_gym.tools.message import parse_message
+from mle_gym.tools.parse import ToolCallError
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +73,18 @@ class LLMAgent:
       endpoint: OpenAI, vLLM, SGLang, Ollama, llama.cpp) or `"anthropic"` (the Messages API). When
       not given: `anthropic` for a `claude-*` model or an `anthropic.com` base URL, else `openai`.
     - `base_url` (`OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL`), `api_key` (`OPENAI_API_KEY` /
-      `ANTHROPIC_API_KEY`; may be empty for local servers).
+      `ANTHROPIC_API_KEY`; may be empty for local servers); `api_key_env`: the name of the
+      environment variable that holds the key instead (e.g. `OPENROUTER_API_KEY`, so that keys of
+      two services can sit side by side); it must be set.
+    - Any endpoint: `extra_headers` (sent with every request, e.g. OpenRouter's `HTTP-Referer`;
+      values of secret-looking names are redacted in the records), `extra_body` (merged into every
+      request body: vLLM's `chat_template_kwargs`, `top_k`, `min_p`, `repetition_penalty`),
+      `top_p`, `tool_choice` ("auto", "required", "none" or one named function; Anthropic's forms
+      are mapped). A reply without structured tool calls (a server with no tool-call parser for
+      the model: vLLM without `--enable-auto-tool-choice`, many Ollama and llama.cpp set-ups) is
+      read with the env's own parser (`mle_gym.tools.message`: Hermes `<tool_call>`, JSON, fenced
+      JSON, Llama 3.1, Mistral); if it holds calls, the text goes to the env as one action and
+      the observation comes back as a user message (`parse_text_calls=False` turns this off).
     - `token_budget`: total tokens over the episode (from each response's usage); once spent it submits.
     - `max_retries`, `retry_base_s`: exponential backoff with jitter on 408/409/425/429/5xx,
       dropped connections and timeouts, honouring Retry-After; `request_timeout_s`.
@@ -79,7 +93,10 @@ class LLMAgent:
       `thinking_budget_tokens` (Anthropic extended thinking), `send_reasoning` (send an
       OpenAI-compatible server's `reasoning_content` back with the assistant turns; off by default,
       since DeepSeek-style servers refuse it).
-    - Context: `context_window_tokens` (the model's window; when the conversation nears it, less
+    - Context: `context_window_tokens` (the model's window; when not given, it is read from the
+      server's `GET /v1/models` where the server reports it, as vLLM's `max_model_len` and
+      litellm's, OpenRouter's and Groq's fields do; `context_window_from_server=False` skips the
+      look-up; when the conversation nears it, less
       `max_tokens` for the reply, old tool outputs are cut down to 75% of it), `context_strategy`
       (`"truncate"`: old outputs keep their head and tail, `truncated_observation_chars` in all;
       `"drop"`: old outputs are replaced by a one-line note; `"summarize"`, or `"summarise"`: the
@@ -113,7 +130,11 @@ class LLMAgent:
                  keep_last_turns: int = 4, truncated_observation_chars: int = 2000,
                  price_in_per_mtok: float | None = None, price_out_per_mtok: float | None = None,
                  thinking_budget_tokens: int | None = None, send_reasoning: bool = False,
-                 summary_max_tokens: int = 1024, tools: list[dict[str, Any]] | None = None) -> None:
+                 summary_max_tokens: int = 1024, tools: list[dict[str, Any]] | None = None,
+                 api_key_env: str | None = None, extra_headers: dict[str, str] | None = None,
+                 extra_body: dict[str, Any] | None = None, top_p: float | None = None,
+                 tool_choice: ToolChoice = "auto", parse_text_calls: bool = True,
+                 context_window_from_server: bool = True) -> None:
         self.model = model or os.environ.get("MLE_GYM_MODEL") or ""
         if not self.model:
             raise ValueError("the llm agent needs a model: pass model=... or set MLE_GYM_MODEL")
@@ -126,7 +147,30 @@ class LLMAgent:
         default_url = None if self.provider == "anthropic" else DEFAULT_BASE_URL
         url = base_url or os.environ.get(f"{env_prefix}_BASE_URL") or default_url
         self.base_url = url.rstrip("/") if url else None
+        if api_key_env is not None:
+            if api_key is not None:
+                raise ValueError("give api_key or api_key_env, not both")
+            if not isinstance(api_key_env, str) or not api_key_env:
+                raise ValueError(f"api_key_env names an environment variable, got {api_key_env!r}")
+            if api_key_env not in os.environ:
+                raise ValueError(f"api_key_env={api_key_env!r}, but no environment variable {api_key_env} is set; "
+                                 f"export {api_key_env}=... (or pass api_key=...)")
+            api_key = os.environ[api_key_env]
+        self.api_key_env = api_key_env
         self.api_key = api_key if api_key is not None else os.environ.get(f"{env_prefix}_API_KEY", "")
+        for name, value in (("extra_headers", extra_headers), ("extra_body", extra_body)):
+            if value is not None and not isinstance(value, dict):
+                raise ValueError(f"{name} must be a JSON object (a dict), got {type(value).__name__}: {value!r}")
+        if extra_headers and not all(isinstance(k, str) and isinstance(v, str) for k, v in extra_headers.items()):
+            raise ValueError(f"extra_headers maps header names to str values, got {extra_headers!r}")
+        if not (tool_choice in ("auto", "required", "none") or isinstance(tool_choice, dict)):
+            raise ValueError(f'tool_choice must be "auto", "required", "none" or a dict naming one function, '
+                             f"got {tool_choice!r}")
+        self.extra_headers = dict(extra_headers or {})
+        self.extra_body = dict(extra_body or {})
+        self.top_p = top_p
+        self.tool_choice = tool_choice
+        self.parse_text_calls = bool(parse_text_calls)
         self.token_budget = int(token_budget)
         self.max_retries = max_retries
         self.retry_base_s = retry_base_s
@@ -136,6 +180,7 @@ class LLMAgent:
         self.system_prompt = system_prompt
         self.max_text_replies = max_text_replies
         self.context_window_tokens = context_window_tokens
+        self.context_window_source: str | None = "option" if context_window_tokens else None
         self.context_strategy = context_strategy
         self.keep_last_turns = max(1, int(keep_last_turns))
         self.truncated_observation_chars = max(200, int(truncated_observation_chars))
@@ -152,6 +197,14 @@ class LLMAgent:
             raise ValueError("the llm agent needs the env's tool schemas: pass env=... (or tools=...)")
         self.tools = tools
         self._client: OpenAIChatClient | AnthropicClient | None = None
+        self._text_turn = False  # the last action was a reply's text: its observation goes back as a user message
+        if (context_window_tokens is None and context_window_from_server and self.provider == "openai"
+                and self.base_url and self.base_url != DEFAULT_BASE_URL):
+            # before the recorder's header is written, so that the header says which window was used
+            window = self._get_client().context_window(self.model)  # type: ignore[union-attr]
+            if window is not None:
+                self.context_window_tokens, self.context_window_source = window, "server"
+                log.info("context window of %s: %d tokens, as %s/models reports it", self.model, window, self.base_url)
         self._recorder = _find_recorder(env)
         if self._recorder is not None and callable(getattr(self._recorder, "set_agent_info", None)):
             self._recorder.set_agent_info(self.describe())
@@ -169,6 +222,11 @@ class LLMAgent:
                 "options": {"temperature": self.temperature, "max_tokens": self.max_tokens,
                             "token_budget": self.token_budget, "max_text_replies": self.max_text_replies,
                             "context_window_tokens": self.context_window_tokens,
+                            "context_window_source": self.context_window_source,
+                            "top_p": self.top_p, "tool_choice": self.tool_choice,
+                            "extra_body": self.extra_body or None,
+                            "extra_headers": _redacted_headers(self.extra_headers) or None,
+                            "key_variable": self.api_key_env, "parse_text_calls": self.parse_text_calls,
                             "context_strategy": self.context_strategy, "keep_last_turns": self.keep_last_turns,
                             "truncated_observation_chars": self.truncated_observation_chars,
                             "summary_max_tokens": self.summary_max_tokens,
@@ -200,6 +258,9 @@ class LLMAgent:
         if self._open_call is not None:
             client.tool_result(self.messages, self._open_call, observation)
             self._open_call = None
+        elif self._text_turn:
+            client.user_text(self.messages, observation)
+        self._text_turn = False
         if info.get("steps_left", 2) <= 1:
             return self._emit(submit_action(), None)
         if not self._queue:
@@ -210,6 +271,9 @@ class LLMAgent:
         else:
             replies, first = [], False
         call = self._queue.popleft()
+        if isinstance(call, str):  # a reply's text holding calls: one action, the env parses it
+            self._text_turn = True
+            return self._emit(call, replies if first else None)
         self._open_call = call.get("id") or None
         return self._emit(call, replies if first else None)
 
@@ -227,17 +291,21 @@ class LLMAgent:
         self._tokens_per_char = 0.25  # learned from each reply's prompt_tokens
         self._queue = deque()
         self._open_call = None
+        self._text_turn = False
 
     def _get_client(self) -> OpenAIChatClient | AnthropicClient:
         if self._client is None:
             if self.provider == "anthropic":
                 self._client = AnthropicClient(base_url=self.base_url, api_key=self.api_key,
                                                timeout_s=self.request_timeout_s,
-                                               thinking_budget_tokens=self.thinking_budget_tokens)
+                                               thinking_budget_tokens=self.thinking_budget_tokens,
+                                               extra_headers=self.extra_headers, extra_body=self.extra_body,
+                                               tool_choice=self.tool_choice)
             else:
                 assert self.base_url is not None
                 self._client = OpenAIChatClient(base_url=self.base_url, api_key=self.api_key,
-                                                timeout_s=self.request_timeout_s)
+                                                timeout_s=self.request_timeout_s, extra_headers=self.extra_headers,
+                                                extra_body=self.extra_body, tool_choice=self.tool_choice)
         return self._client
 
     def _ask_for_tool_calls(self) -> list[tuple[int | None, ModelReply]]:
@@ -257,8 +325,22 @@ class LLMAgent:
             if reply.tool_calls:
                 self._queue.extend(reply.tool_calls)
                 break
+            if self._holds_calls(reply.text):
+                self._queue.append(reply.text)  # type: ignore[arg-type]
+                break
             client.user_text(self.messages, _NUDGE)
         return replies
+
+    def _holds_calls(self, text: str | None) -> bool:
+        """Whether a reply's text holds tool calls by the env's own parser (a broken call counts: the env
+        answers it with its error, which teaches more than a nudge)."""
+        if not self.parse_text_calls or not text or not text.strip():
+            return False
+        try:
+            parse_message(text)
+        except ToolCallError as exc:
+            return exc.type != "no_tool_call"
+        return True
 
     def _history_message(self, reply: ModelReply) -> dict[str, Any]:
         message = copy.deepcopy(reply.message)
@@ -272,6 +354,8 @@ class LLMAgent:
             params["temperature"] = self.temperature
         if self.max_tokens is not None:
             params["max_tokens"] = self.max_tokens
+        if self.top_p is not None:
+            params["top_p"] = self.top_p
         if self.seed is not None:
             params["seed"] = self.seed
         return params
@@ -642,7 +726,9 @@ class LLMAgent:
             return None
         data: dict[str, Any] = {
             "api": self._get_client().api, "provider": self.provider, "model": self.model,
-            "params": {k: v for k, v in (params or self._params()).items() if k != "model"},
+            "params": {**{k: v for k, v in (params or self._params()).items() if k != "model"},
+                       **({"tool_choice": self.tool_choice} if purpose is None and self.tool_choice != "auto" else {}),
+                       **({"extra_body": self.extra_body} if self.extra_body else {})},
             "system": system or self.system_prompt, "messages": sent, "outcome": outcome,
             "duration_s": round(duration_s, 4), "errors": errors,
             "context_trims": [t for t in trims if t["changed"]],
@@ -678,6 +764,14 @@ class LLMAgent:
                 note["message"] = {"role": "assistant", "content": replies[-1][1].text}
             self._recorder.annotate_next_step(note)
         return action
+
+
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|session|password", re.IGNORECASE)
+
+
+def _redacted_headers(headers: dict[str, str]) -> dict[str, str]:
+    """Extra headers as the records keep them: values of names that look secret replaced by <redacted>."""
+    return {k: "<redacted>" if _SECRET_HEADER.search(k) else v for k, v in headers.items()}
 
 
 def _is_drop_note(message: dict[str, Any]) -> bool:

@@ -22,6 +22,8 @@ from mle_gym.errors import MLEGymError
 
 Provider = Literal["openai", "anthropic"]
 PROVIDERS: tuple[str, ...] = ("openai", "anthropic")
+ToolChoice = str | dict[str, Any]
+"""OpenAI's `tool_choice`: "auto" (default), "required", "none", or {"type": "function", "function": {"name": N}}."""
 
 # Servers word it differently: OpenAI's code `context_length_exceeded`; vLLM and SGLang "This
 # model's maximum context length is N tokens"; Anthropic "prompt is too long: N tokens > M maximum";
@@ -125,7 +127,8 @@ class OpenAIChatClient:
     provider: Provider = "openai"
     api = "openai-chat"
 
-    def __init__(self, *, base_url: str, api_key: str, timeout_s: float) -> None:
+    def __init__(self, *, base_url: str, api_key: str, timeout_s: float, extra_headers: dict[str, str] | None = None,
+                 extra_body: dict[str, Any] | None = None, tool_choice: ToolChoice = "auto") -> None:
         openai = _sdk("openai")
 
         self._openai = openai
@@ -135,6 +138,33 @@ class OpenAIChatClient:
                                      timeout=timeout_s)
         self._send_auth = bool(api_key)
         self.where = f"{base_url.rstrip('/')}/chat/completions"
+        self.extra_headers = dict(extra_headers or {})
+        self.extra_body = dict(extra_body or {})
+        self.tool_choice = tool_choice
+
+    def _headers(self) -> dict[str, Any]:
+        # No key: no Authorization header at all (the SDK's placeholder must not reach the server),
+        # unless the caller's own headers carry one.
+        headers: dict[str, Any] = {} if self._send_auth else {"Authorization": self._openai.Omit()}
+        headers.update(self.extra_headers)
+        return headers
+
+    def context_window(self, model: str, *, timeout_s: float = 10.0) -> int | None:
+        """The model's context window as the server's `GET /models` reports it (vLLM's `max_model_len`,
+        and the names other servers use), or None when it says nothing or cannot be asked."""
+        openai = self._openai
+        try:
+            page = self._client.with_options(timeout=timeout_s).models.list(extra_headers=self._headers())
+            entries = [m.model_dump() if hasattr(m, "model_dump") else dict(m) for m in page.data]
+        except (openai.APIError, ValueError, TypeError, AttributeError) as exc:
+            # APIError covers HTTP errors, refused connections, timeouts and replies that are not a list
+            return _no_window(self.where, exc)
+        matching = [m for m in entries if m.get("id") == model] or (entries if len(entries) == 1 else [])
+        for entry in matching:
+            window = window_of_model_entry(entry)
+            if window is not None:
+                return window
+        return None
 
     def wire_messages(self, system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{"role": "system", "content": system}, *messages]
@@ -142,13 +172,13 @@ class OpenAIChatClient:
     def complete(self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  params: dict[str, Any]) -> ModelReply:
         openai = self._openai
-        # No key: no Authorization header at all (the SDK's placeholder must not reach the server).
-        extra_headers = {} if self._send_auth else {"Authorization": openai.Omit()}
         # No tools (the agent's summary request): none sent, since servers refuse an empty list.
-        tool_args: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
+        tool_args: dict[str, Any] = {"tools": tools, "tool_choice": self.tool_choice} if tools else {}
+        body: dict[str, Any] = {"extra_body": self.extra_body} if self.extra_body else {}
         try:
             response = self._client.chat.completions.create(
-                messages=self.wire_messages(system, messages), extra_headers=extra_headers, **tool_args, **params)
+                messages=self.wire_messages(system, messages), extra_headers=self._headers(), **tool_args, **body,
+                **params)
         except openai.APIStatusError as exc:
             raise _classify_status(exc, self.where) from None
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
@@ -195,8 +225,12 @@ class AnthropicClient:
     api = "anthropic-messages"
 
     def __init__(self, *, base_url: str | None, api_key: str, timeout_s: float, max_tokens: int = 8192,
-                 thinking_budget_tokens: int | None = None) -> None:
+                 thinking_budget_tokens: int | None = None, extra_headers: dict[str, str] | None = None,
+                 extra_body: dict[str, Any] | None = None, tool_choice: ToolChoice = "auto") -> None:
         anthropic = _sdk("anthropic")
+        self.extra_headers = dict(extra_headers or {})
+        self.extra_body = dict(extra_body or {})
+        self.tool_choice = tool_choice
 
         self._anthropic = anthropic
         self._client = anthropic.Anthropic(base_url=base_url or None, api_key=api_key or "not-needed",
@@ -208,6 +242,13 @@ class AnthropicClient:
     def wire_messages(self, system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return list(messages)
 
+    def _named_fields(self) -> frozenset[str]:
+        if not hasattr(self, "_fields"):
+            import inspect
+
+            self._fields = frozenset(inspect.signature(self._client.messages.create).parameters)
+        return self._fields
+
     def complete(self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  params: dict[str, Any]) -> ModelReply:
         anthropic = self._anthropic
@@ -218,6 +259,16 @@ class AnthropicClient:
             params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget_tokens}
         if tools:  # none for the agent's summary request
             params["tools"] = openai_to_anthropic_tools(tools)
+            if self.tool_choice != "auto":  # the API's default; sent only when asked for
+                params["tool_choice"] = anthropic_tool_choice(self.tool_choice)
+        # Sampling fields this SDK's create() does not name (temperature, top_p in the 2.x SDK) go in the body
+        # as they are: the wire format is the same, and the API still reads them.
+        body = {k: params.pop(k) for k in list(params) if k not in self._named_fields()}
+        body.update(self.extra_body)
+        if self.extra_headers:
+            params["extra_headers"] = self.extra_headers
+        if body:
+            params["extra_body"] = body
         try:
             response = self._client.messages.create(
                 model=params.pop("model"), system=system, messages=messages, max_tokens=max_tokens, **params)
@@ -266,6 +317,45 @@ class AnthropicClient:
     @staticmethod
     def user_text(messages: list[dict[str, Any]], text: str) -> None:
         messages.append({"role": "user", "content": text})
+
+
+def anthropic_tool_choice(choice: ToolChoice) -> dict[str, Any]:
+    """OpenAI's `tool_choice` in Anthropic's form: "auto", "required" (Anthropic's "any"), "none", or one
+    named function ({"type": "function", "function": {"name": N}}, or Anthropic's own {"type": "tool", ...})."""
+    if isinstance(choice, dict):
+        if choice.get("type") == "function":
+            return {"type": "tool", "name": (choice.get("function") or {}).get("name")}
+        return dict(choice)
+    return {"type": {"required": "any"}.get(choice, choice)}
+
+
+# Where servers put a model's context window in `GET /v1/models` entries: vLLM and SGLang
+# `max_model_len`; OpenRouter, LM Studio and Together `context_length`; Groq `context_window`;
+# litellm's proxy `max_input_tokens` (in `model_info` when it reports it); OpenRouter also nests it
+# under `top_provider`.
+_WINDOW_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length", "max_input_tokens")
+
+
+def window_of_model_entry(entry: dict[str, Any]) -> int | None:
+    """The context window (tokens) an entry of `GET /v1/models` reports, or None."""
+    for holder in (entry, entry.get("model_info"), entry.get("top_provider")):
+        if not isinstance(holder, dict):
+            continue
+        for key in _WINDOW_KEYS:
+            value = holder.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+            if isinstance(value, str) and value.isdigit() and int(value) > 0:
+                return int(value)
+    return None
+
+
+def _no_window(where: str, exc: BaseException) -> None:
+    import logging
+
+    logging.getLogger(__name__).info("%s: the model list gave no context window (%s: %s)", where.rsplit("/", 1)[0],
+                                     type(exc).__name__, str(exc)[:200])
+    return None
 
 
 def pick_provider(provider: str | None, model: str, base_url: str | None) -> Provider:

@@ -24,6 +24,7 @@ _COMMAND_MODULES = [
     "mle_gym.cli.view",  # view
     "mle_gym.cli.grade",  # grade
     "mle_gym.cli.audit",  # audit
+    "mle_gym.cli.serve",  # serve
 ]
 
 

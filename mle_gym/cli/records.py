@@ -268,8 +268,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("trajectories", nargs="+", metavar="TRAJ", help="trajectory .jsonl file(s) or run folder(s)")
     p.add_argument("--format", choices=("openai-chat", "trl", "rollouts"), default="openai-chat",
                    help="openai-chat: OpenAI's fine-tuning chat format, exactly what the model saw and said; "
-                        "trl: TRL's conversational format (tool-call arguments as objects); "
-                        "rollouts: one line per competition grouping its episodes with reward and medal report")
+                        "trl: TRL's conversational prompt-completion format (no-train turns only in prompts; tool-call "
+                        "arguments as objects); "
+                        "rollouts: one line per run and competition grouping its episodes with reward and medal report")
     p.add_argument("--min-reward", type=float, help="only episodes whose total reward is at least this")
     p.add_argument("--medal", choices=("any", "bronze", "silver", "gold"),
                    help="only episodes with at least this medal")

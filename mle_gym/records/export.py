@@ -1,4 +1,4 @@
-"""Export trajectories for training: OpenAI chat-format JSONL, TRL's conversational format, grouped RL rollouts.
+"""Export trajectories for training: OpenAI chat-format JSONL, TRL's conversational prompt–completion format, grouped RL rollouts.
 
 An episode whose agent recorded its model calls (`ModelCallRecord`s, as the `llm` agent does) is
 exported as that conversation: the messages each call sent and the reply it got, nothing
@@ -369,23 +369,36 @@ def trajectory_to_records(traj: Trajectory, *, fmt: str = "openai-chat",
         for r in records:
             r["messages"] = _openai_clean(r["messages"])
     elif fmt == "trl":
-        records = [to_trl(r) for r in records]
+        records = [part for r in records for part in to_trl(r)]
     else:
         raise ValueError(f"unknown format {fmt!r}; expected openai-chat or trl")
     return records
 
 
-def to_trl(record: dict[str, Any]) -> dict[str, Any]:
-    """An openai-chat record in TRL's conversational format.
+def to_trl(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """An openai-chat record (with its `"weight": 0` marks) as TRL's conversational prompt–completion records.
+
+    TRL has no per-message weight, so every no-train mark is kept by where a turn lands: each run of
+    consecutive trained assistant turns becomes one record whose `completion` is that run (the
+    assistant turns and the tool results between them, ending with the run's last assistant turn)
+    and whose `prompt` is everything before it, untrained turns included. An untrained turn (written
+    before a context trim, or a call whose arguments are not a JSON object) is thus only ever
+    context, never a target; a conversation without such turns is one record. Train with
+    `SFTConfig(assistant_only_loss=True)`: TRL then trains on the completion's assistant tokens only,
+    not on the tool outputs inside it (`completion_only_loss` alone would train those too).
 
     Tool-call arguments become JSON objects: chat templates such as Qwen2.5's and Llama 3.1's render
     them with `tojson`, so a string would come out encoded twice. Arguments the model wrote that are
     not a JSON object stay the text it wrote. Tool messages also carry the tool's `name` (some
     templates show it); reasoning stays as `reasoning_content` (templates that know it render it).
+    A conversation with no trained turn gives no record. `metadata` adds `trl_part`/`trl_parts` (which
+    record of the conversation this is) and `completion_turns`.
     """
     names: dict[str, str] = {}
     messages = []
+    trained: list[bool] = []
     for m in record["messages"]:
+        weight = m.get("weight", 1)
         m = {k: v for k, v in m.items() if k != "weight"}
         if m["role"] == "assistant" and m.get("tool_calls"):
             calls = []
@@ -405,7 +418,28 @@ def to_trl(record: dict[str, Any]) -> dict[str, Any]:
         elif m["role"] == "tool":
             m["name"] = names.get(str(m.get("tool_call_id")), "")
         messages.append(m)
-    return {"messages": messages, "tools": record["tools"], "metadata": record["metadata"]}
+        trained.append(m["role"] == "assistant" and weight != 0)
+    # runs of trained assistant turns: (index of the first, index of the last), split at untrained ones
+    runs: list[list[int]] = []
+    open_run = False
+    for i, m in enumerate(messages):
+        if m["role"] != "assistant":
+            continue
+        if trained[i]:
+            if open_run:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i])
+            open_run = True
+        else:
+            open_run = False
+    out = []
+    for part, (first, last) in enumerate(runs):
+        completion = messages[first:last + 1]
+        meta = {**record["metadata"], "trl_part": part, "trl_parts": len(runs),
+                "completion_turns": sum(1 for m in completion if m["role"] == "assistant")}
+        out.append({"prompt": messages[:first], "completion": completion, "tools": record["tools"], "metadata": meta})
+    return out
 
 
 # -- filters -----------------------------------------------------------------------------------
@@ -437,7 +471,7 @@ def export_records(paths: Iterable[Path | str], *, fmt: str = "openai-chat", sys
 
     `max_tokens` leaves out conversations longer than that (the tokens the server counted for the
     conversation's last call, prompt plus reply; about a quarter of the characters when unknown).
-    "rollouts" groups the episodes by competition: see `group_rollouts`.
+    "rollouts" groups the episodes by run identity and competition: see `group_rollouts`.
     """
     return list(iter_records(paths, fmt=fmt, system_prompt=system_prompt, include_incomplete=include_incomplete,
                              min_reward=min_reward, medal=medal, max_tokens=max_tokens))
@@ -447,7 +481,7 @@ def iter_records(paths: Iterable[Path | str], *, fmt: str = "openai-chat", syste
                  include_incomplete: bool = True, min_reward: float | None = None, medal: str | None = None,
                  max_tokens: int | None = None) -> Iterator[dict[str, Any]]:
     """`export_records`, one record at a time: openai-chat and trl hold one episode in memory at once
-    (rollouts must see every episode of a competition before writing its group)."""
+    (rollouts must see every episode of a group before writing it)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     if medal is not None and medal != "any" and medal not in MEDALS:
@@ -480,26 +514,50 @@ def export_openai_chat(paths: Iterable[Path | str], *, system_prompt: str = DEFA
     return export_records(paths, fmt="openai-chat", system_prompt=system_prompt, include_incomplete=include_incomplete)
 
 
-def group_rollouts(trajs: Iterable[Trajectory], *, max_tokens: int | None = None) -> list[dict[str, Any]]:
-    """Episodes grouped by competition, for RL trainers (GRPO-style groups): one record per competition.
+def run_identity(traj: Trajectory) -> dict[str, Any]:
+    """The run an episode belongs to: agent, model, agent options and env options, as `mle-gym run` and
+    `mle-gym report` key runs (`run_metadata`; for a trajectory recorded outside `mle-gym run`, what its
+    header says of the agent and the env), with its `config_id`."""
+    from mle_gym.runs.rates import identity_key
 
-    `{"competition", "n", "mean_reward", "rollouts": [{"episode_id", "seed", "reward", "medal",
+    meta = traj.header.run_metadata or {}
+    agent = traj.header.agent or {}
+    if "config_id" in meta:
+        identity = {"agent": meta.get("agent"), "model": meta.get("model"), "agent_options": meta.get("agent_options", {}),
+                    "env_options": meta.get("env_options", {})}
+        return {**identity, "config_id": meta["config_id"]}
+    env_options = {k: v for k, v in (traj.header.config or {}).items() if k != "competition"}
+    identity = {"agent": agent.get("agent") or meta.get("agent"), "model": agent.get("model") or meta.get("model"),
+                "agent_options": agent.get("options") or meta.get("agent_options") or {}, "env_options": env_options}
+    return {**identity, "config_id": identity_key(identity)}
+
+
+def group_rollouts(trajs: Iterable[Trajectory], *, max_tokens: int | None = None) -> list[dict[str, Any]]:
+    """Episodes grouped by run identity and competition, for RL trainers (GRPO-style groups): one record per
+    (run, competition), so two agents' or two configs' episodes of one competition are never one group.
+
+    `{"competition", "run": {"config_id", "agent", "model", "agent_options", "env_options"}, "n",
+    "mean_reward", "rollouts": [{"episode_id", "seed", "reward", "medal",
     "any_medal", "valid_submission", "score", "grade" (the full medal report), "complete", "end_reason",
     "usage", "conversations" (each a list of messages in OpenAI chat form, as in openai-chat)}], "tools"}`.
     Rollouts whose longest conversation exceeds `max_tokens` are left out.
     """
-    groups: dict[str, list[dict[str, Any]]] = {}
-    tools: dict[str, Any] = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    tools: dict[tuple[str, str], Any] = {}
+    runs: dict[str, dict[str, Any]] = {}
     for traj in trajs:
         with reading(traj.path):
             groups_entry = _rollout(traj, max_tokens)
         if groups_entry is None:
             continue
         comp, tools_of, rollout = groups_entry
-        tools.setdefault(comp, tools_of)
-        groups.setdefault(comp, []).append(rollout)
-    return [{"competition": comp, "n": len(rs), "mean_reward": sum(r["reward"] for r in rs) / len(rs),
-             "rollouts": rs, "tools": tools[comp]} for comp, rs in sorted(groups.items())]
+        run = run_identity(traj)
+        runs.setdefault(run["config_id"], run)
+        key = (comp, run["config_id"])
+        tools.setdefault(key, tools_of)
+        groups.setdefault(key, []).append(rollout)
+    return [{"competition": comp, "run": runs[config], "n": len(rs), "mean_reward": sum(r["reward"] for r in rs) / len(rs),
+             "rollouts": rs, "tools": tools[(comp, config)]} for (comp, config), rs in sorted(groups.items())]
 
 
 def _rollout(traj: Trajectory, max_tokens: int | None) -> tuple[str, Any, dict[str, Any]] | None:

@@ -18,13 +18,26 @@ Reply = tuple[Any, ...] | Callable[[dict[str, Any]], tuple[Any, ...]]
 class FakeServer:
     """POST `route` answered from `replies` on 127.0.0.1:<free port>; `base_url` is what a client takes."""
 
-    def __init__(self, route: str, replies: list[Reply], *, base_suffix: str) -> None:
+    def __init__(self, route: str, replies: list[Reply], *, base_suffix: str,
+                 gets: dict[str, tuple[int, Any]] | None = None) -> None:
         self.replies = list(replies)
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.gets = dict(gets or {})  # GET path -> (status, payload); others answer 404
+        self.get_paths: list[str] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # http.server's naming
+                server.get_paths.append(self.path)
+                status, payload = server.gets.get(self.path, (404, {"error": {"message": f"no route {self.path}"}}))
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:  # http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(body)
@@ -64,8 +77,10 @@ class FakeServer:
         self._httpd.server_close()
 
 
-def openai_server(replies: list[Reply]) -> FakeServer:
-    return FakeServer("/v1/chat/completions", replies, base_suffix="/v1")
+def openai_server(replies: list[Reply], *, models: Any = None) -> FakeServer:
+    """`models`: the payload of GET /v1/models (None: that route answers 404, as on servers without it)."""
+    return FakeServer("/v1/chat/completions", replies, base_suffix="/v1",
+                      gets=None if models is None else {"/v1/models": (200, models)})
 
 
 def anthropic_server(replies: list[Reply]) -> FakeServer:

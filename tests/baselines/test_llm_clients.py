@@ -120,12 +120,12 @@ def test_openai_episode_is_recorded_as_the_server_received_it(tmp_path: Path, sl
     assert record["tools"] == server.requests[-1]["tools"]
     assert not any("reasoning_content" in m for m in record["messages"])
     assert record["metadata"]["usage"]["total_tokens"] == 550 and record["metadata"]["usage"]["cost_usd"] == pytest.approx(0.0015)
-    (trl,) = trajectory_to_records(traj, fmt="trl")
-    turn = trl["messages"][4]
+    trl = _trl_conversation(trajectory_to_records(traj, fmt="trl"))
+    turn = trl[4]
     assert turn["tool_calls"][0]["function"]["arguments"] == {}                     # an object, not text
     assert turn["tool_calls"][1]["function"]["arguments"] == '{"path": "x.py", "content": '  # what it wrote
     assert turn["reasoning_content"] == "Two at once."
-    assert trl["messages"][5]["name"] == "list_dir"
+    assert trl[5]["name"] == "list_dir"
 
 
 def _copy_sample_an(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -174,9 +174,9 @@ def test_anthropic_episode_with_thinking_and_parallel_tool_use(tmp_path: Path, s
     assert record["messages"][0]["content"] == llm_module.SYSTEM_PROMPT
     assert record["messages"][2]["content"] == "Looking."
     assert json.loads(record["messages"][2]["tool_calls"][1]["function"]["arguments"]) == {"command": "echo hi"}
-    (trl,) = trajectory_to_records(traj, fmt="trl")
-    assert trl["messages"][2]["reasoning_content"] == "Plan: look."
-    assert trl["messages"][2]["tool_calls"][1]["function"]["arguments"] == {"command": "echo hi"}
+    trl = _trl_conversation(trajectory_to_records(traj, fmt="trl"))
+    assert trl[2]["reasoning_content"] == "Plan: look."
+    assert trl[2]["tool_calls"][1]["function"]["arguments"] == {"command": "echo hi"}
 
 
 def _big_output_episode(n_big: int, limit_tokens: int, *, anthropic: bool) -> tuple[list, dict[str, int]]:
@@ -341,3 +341,10 @@ def test_trimming_keeps_the_task_prompt_and_every_call_paired(provider: str, str
     assert len(notes) <= 1 and _pairs_ok(provider, agent.messages)
     if notes:
         assert notes[0]["content"].startswith(f"[{trim['dropped_turns'] + again['dropped_turns']} earlier")
+
+
+def _trl_conversation(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The whole conversation of an episode's trl records: the last one's prompt and completion (each record's
+    prompt is everything before its completion, no-train turns included)."""
+    assert all(set(r) == {"prompt", "completion", "tools", "metadata"} for r in records)
+    return records[-1]["prompt"] + records[-1]["completion"]

@@ -177,6 +177,10 @@ def test_a_long_episode_keeps_running_past_several_summaries(tmp_path: Path, sle
     for fmt in ("openai-chat", "trl"):
         records = trajectory_to_records(traj, fmt=fmt)
         assert len(records) == n + 1
+        if fmt == "trl":  # prompt + completion: the conversation up to its last turn; earlier turns only prompts
+            assert all(r["completion"][0]["role"] == r["completion"][-1]["role"] == "assistant" for r in records)
+            assert not any("weight" in m for r in records for m in r["prompt"] + r["completion"])
+            records = [{**r, "messages": r["prompt"] + r["completion"]} for r in records]
         for record in records:
             msgs = record["messages"]
             assert ASK not in _texts(msgs)
@@ -187,9 +191,10 @@ def test_a_long_episode_keeps_running_past_several_summaries(tmp_path: Path, sle
             assert record["metadata"]["usage"]["cost_usd"] == pytest.approx(expected_cost)
         for record, note in zip(records[1:], seen_notes):
             assert record["messages"][2] == {"role": "user", "content": note}
-        # The last record ends with the submit and its result; its earlier turns are context, not targets.
+        # The last record ends with the submit (and, in openai-chat, its result); its earlier turns are
+        # context, not targets.
         final = records[-1]["messages"]
-        assert final[-1]["role"] == "tool"
+        assert final[-1]["role"] == ("tool" if fmt == "openai-chat" else "assistant")
     final = trajectory_to_records(traj, fmt="openai-chat")[-1]["messages"]
     assistants = [m for m in final if m["role"] == "assistant"]
     generated = convs[-1]["calls"]                                           # the turns since the last summary

@@ -67,9 +67,10 @@ class _SdkCall:
         self.id, self.function = id, _Fn(name, arguments)
 
 
-def _record_mixed_episode(out_dir: Path, *, seed: int) -> Path:
+def _record_mixed_episode(out_dir: Path, *, seed: int, run_metadata: dict[str, Any] | None = None) -> Path:
     """Every action form the env accepts, good and bad."""
-    env = TrajectoryRecorder(gym.make("mle/aerial-cactus", sandbox="local"), out_dir, run_metadata={"agent": "mixed"})
+    env = TrajectoryRecorder(gym.make("mle/aerial-cactus", sandbox="local"), out_dir,
+                             run_metadata=run_metadata or {"agent": "mixed"})
     try:
         env.reset(seed=seed)
         env.annotate_next_step({"message": {"role": "assistant", "content": "Let me look around."}})
@@ -239,12 +240,25 @@ def test_recorded_calls_export_as_sent(llm_episodes: list[Path]) -> None:
     assert meta["usage"]["total_tokens"] == 3150 and meta["usage"]["cost_usd"] == pytest.approx(0.03)
     assert meta["tokens"] == 1050
 
-    (trl,) = export_records(llm_episodes[:1], fmt="trl")
-    turn = trl["messages"][4]
-    assert turn["reasoning_content"] == "r2" and trl["messages"][2]["reasoning_content"] == "r1"
+    # trl: the malformed turn (weight 0) is never a completion, only the prompt of the turn after it
+    first, second = export_records(llm_episodes[:1], fmt="trl")
+    assert set(first) == {"prompt", "completion", "tools", "metadata"}
+    assert [m["role"] for m in first["prompt"]] == ["system", "user"]
+    assert [m["role"] for m in first["completion"]] == ["assistant"]
+    assert first["completion"][0]["content"] == "Thinking." and first["completion"][0]["reasoning_content"] == "r1"
+    assert [m["role"] for m in second["prompt"]] == ["system", "user", "assistant", "user", "assistant", "tool", "tool"]
+    assert [m["role"] for m in second["completion"]] == ["assistant"]
+    assert second["completion"][0]["tool_calls"][0]["function"]["name"] == "submit"
+    turn = second["prompt"][4]
+    assert turn["reasoning_content"] == "r2" and "weight" not in turn
     assert turn["tool_calls"][0]["function"]["arguments"] == {"command": "echo hi"}
     assert turn["tool_calls"][1]["function"]["arguments"] == '{"path": '     # malformed: the text it wrote
-    assert [m.get("name") for m in trl["messages"][5:7]] == ["bash", "write_file"]
+    assert [m.get("name") for m in second["prompt"][5:7]] == ["bash", "write_file"]
+    assert [(r["metadata"]["trl_part"], r["metadata"]["trl_parts"]) for r in (first, second)] == [(0, 2), (1, 2)]
+    # every trained assistant turn of openai-chat is a completion exactly once; no untrained one ever is
+    targets = [m for r in (first, second) for m in r["completion"] if m["role"] == "assistant"]
+    trained = [m for m in msgs if m["role"] == "assistant" and m.get("weight", 1) == 1]
+    assert [t.get("content") for t in targets] == [t.get("content") for t in trained]
 
 
 def test_filters_and_rollouts(llm_episodes: list[Path], episodes: list[Path], tmp_path: Path,
@@ -259,9 +273,13 @@ def test_filters_and_rollouts(llm_episodes: list[Path], episodes: list[Path], tm
     assert len(export_records(both, min_reward=0.5)) == 1
     assert len(export_records(llm_episodes, max_tokens=1049)) == 0 and len(export_records(llm_episodes, max_tokens=1050)) == 2
 
-    (group,) = export_records(both, fmt="rollouts")
-    assert group["competition"] == "aerial-cactus-identification" and group["n"] == 4
-    assert group["mean_reward"] == pytest.approx(0.25)
+    # grouped by run identity and competition: the llm episodes and the mixed agent's never share a group
+    groups = export_records(both, fmt="rollouts")
+    assert [(g["competition"], g["n"]) for g in groups] == [("aerial-cactus-identification", 2)] * 2
+    (group,) = [g for g in groups if g["run"]["model"] == "m-1"]
+    (mixed,) = [g for g in groups if g["run"]["agent"] == "mixed"]
+    assert group["run"]["config_id"] != mixed["run"]["config_id"] and mixed["mean_reward"] == 0
+    assert group["mean_reward"] == pytest.approx(0.5)
     gold = group["rollouts"][0]
     assert gold["medal"] == "gold" and gold["any_medal"] and gold["reward"] == 1.0 and gold["grade"]["medal"] == "gold"
     assert gold["usage"]["total_tokens"] == 3150 and len(gold["conversations"]) == 1
@@ -274,6 +292,22 @@ def test_filters_and_rollouts(llm_episodes: list[Path], episodes: list[Path], tm
     assert [r["seed"] for r in json.loads(line)["rollouts"]] == [0]
 
 
+def test_rollouts_of_two_runs_of_one_agent_are_two_groups(tmp_path: Path) -> None:
+    """`mle-gym run` records each episode's run identity (config_id): two configs of one agent never mix."""
+    from mle_gym.records.export import export_records
+
+    def meta(config_id: str, reward: str) -> dict[str, Any]:
+        return {"agent": "mixed", "config_id": config_id, "agent_options": {}, "env_options": {"reward": reward}}
+
+    paths = [_record_mixed_episode(tmp_path / "a", seed=0, run_metadata=meta("aaaa1111", "medal")),
+             _record_mixed_episode(tmp_path / "b", seed=0, run_metadata=meta("bbbb2222", "any_medal")),
+             _record_mixed_episode(tmp_path / "a", seed=1, run_metadata=meta("aaaa1111", "medal"))]
+    groups = export_records(paths, fmt="rollouts")
+    assert [(g["run"]["config_id"], g["n"]) for g in groups] == [("aaaa1111", 2), ("bbbb2222", 1)]
+    assert [r["seed"] for r in groups[0]["rollouts"]] == [0, 1]
+    assert groups[1]["run"]["env_options"] == {"reward": "any_medal"}
+
+
 def load(path: Path) -> Any:
     from mle_gym.records.trajectory import load_trajectory
 
@@ -284,19 +318,20 @@ def test_hugging_face_datasets_loads_both_formats(llm_episodes: list[Path], epis
     datasets = pytest.importorskip("datasets")
     from mle_gym.records.export import export_records, write_jsonl
 
-    for fmt in ("openai-chat", "trl"):
+    for fmt, columns, n in (("openai-chat", ("messages",), 4), ("trl", ("prompt", "completion"), 6)):
         records = export_records([*llm_episodes, *episodes], fmt=fmt)
         path = tmp_path / f"{fmt}.jsonl"
         write_jsonl(records, path)
         ds = datasets.load_dataset("json", data_files=str(path), split="train")
-        assert len(ds) == 4
+        assert len(ds) == n  # trl: each llm episode is two records (its malformed turn splits it)
         for row, record in zip(ds, records):
-            got = [{k: v for k, v in m.items() if v is not None} for m in row["messages"]]
-            want = [{k: v for k, v in m.items() if v is not None} for m in record["messages"]]
-            assert got == want
+            for column in columns:
+                got = [{k: v for k, v in m.items() if v is not None} for m in row[column]]
+                want = [{k: v for k, v in m.items() if v is not None} for m in record[column]]
+                assert got == want
             assert row["tools"] == record["tools"]  # schemas whole: no keys padded with nulls
         if fmt == "trl":
-            call = ds[0]["messages"][4]["tool_calls"][0]["function"]
+            call = ds[1]["prompt"][4]["tool_calls"][0]["function"]
             assert call["arguments"] == {"command": "echo hi"}
 
 
@@ -344,14 +379,14 @@ def test_a_qwen_style_chat_template_renders_trl_records(llm_episodes: list[Path]
     datasets = pytest.importorskip("datasets")
     from mle_gym.records.export import export_records, write_jsonl
 
-    (trl, _) = export_records(llm_episodes, fmt="trl")
+    (_, trl, *_) = export_records(llm_episodes, fmt="trl")
     path = tmp_path / "trl.jsonl"
     write_jsonl([trl], path)
     row = datasets.load_dataset("json", data_files=str(path), split="train")[0]  # as a trainer gets it
-    text = _render(QWEN_STYLE, row)
+    text = _render(QWEN_STYLE, {"messages": row["prompt"] + row["completion"], "tools": row["tools"]})
     assert '<tool_call>\n{"name": "bash", "arguments": {"command": "echo hi"}}\n</tool_call>' in text
     assert '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>' in text
-    assert text.count("<|im_start|>user\n<tool_response>") == 2             # parallel results: one user turn
+    assert text.count("<|im_start|>user\n<tool_response>") == 1             # parallel results: one user turn
     assert '"name": "bash"' in text.split("</tools>")[0]                     # the tool schemas in the system turn
     # The openai-chat record's string arguments come out encoded twice: why the trl format exists.
     (chat, _) = export_records(llm_episodes)
