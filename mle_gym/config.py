@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 RewardMode = Literal["medal", "any_medal", "percentile"]
 PromptKind = Literal["own", "mlebench"]
@@ -57,6 +57,26 @@ class EnvConfig(BaseModel):
     disk_limit: str | None = Field(default="20g", description="Docker: most bytes an episode may write (None: no limit)")
     warm_pool: bool | None = None
     sandbox_options: dict[str, Any] = Field(default_factory=dict, description="extra backend options")
+    # Branches (mle_gym.envs.checkpoint): checkpoints on the way, where they are kept, how much they may hold.
+    checkpoint_every_s: float | None = Field(
+        default=None, gt=0, description="write a checkpoint after the first step that ends this many seconds after "
+        "the last one (crash resume: `mle-gym run --resume` continues from the last; info['checkpoint'] says)")
+    checkpoint_every_steps: int | None = Field(default=None, ge=1, description="write a checkpoint every N steps")
+    checkpoint_dir: str | None = Field(
+        default=None, description="a host folder that keeps this env's checkpoints past its process (default: a "
+        "temporary folder, removed when the env and its forks close); never visible in a sandbox")
+    checkpoint_limit: str | None = Field(
+        default=None, description="most bytes the checkpoints of an env and its forks may hold on the host "
+        "(default: disk_limit)")
+
+    @field_validator("checkpoint_limit")
+    @classmethod
+    def _checkpoint_limit(cls, value: str | None) -> str | None:
+        if value is not None:
+            from mle_gym.units import parse_size
+
+            parse_size(value)
+        return value
 
     def backend_options(self) -> dict[str, Any]:
         if self.sandbox == "local":
