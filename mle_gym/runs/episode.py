@@ -12,6 +12,7 @@ import importlib
 import logging
 import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 
 
 TRAJECTORY_DIR = "trajectories"
+CHECKPOINT_DIR = "checkpoints"
+"""Under a run's folder: each running episode's checkpoints (when the run writes them), removed when it ends."""
 StepCallback = Callable[[int, dict[str, Any]], None]
 
 # Agent options that hold credentials: recorded (results.jsonl, trajectory headers) only as redacted.
@@ -96,12 +99,14 @@ class RunControl:
 
 
 def play_episode(env: gym.Env, agent: Agent, *, seed: int | None = None, on_step: StepCallback | None = None,
-                 should_abort: Callable[[], bool] | None = None) -> EpisodeOutcome:
-    """Reset `env` and `agent`, then step the agent's actions until the episode ends.
+                 should_abort: Callable[[], bool] | None = None,
+                 reset_options: dict[str, Any] | None = None) -> EpisodeOutcome:
+    """Reset `env` (with `reset_options`, e.g. a checkpoint to resume from) and `agent`, then step the
+    agent's actions until the episode ends.
 
     Raises EpisodeAbortedError, between steps, once `should_abort()` is true.
     """
-    observation, info = env.reset(seed=seed)
+    observation, info = env.reset(seed=seed, options=reset_options)
     agent.reset(observation, info)
     reward, steps = 0.0, 0
     while True:
@@ -183,12 +188,31 @@ def base_record(spec: EpisodeSpec, agent: str, env_options: dict[str, Any], agen
                          env_options=shown_env, data=env_options.get("data"), sandbox=env_options.get("sandbox"))
 
 
+def checkpoint_folder(out_dir: Path, spec: EpisodeSpec) -> Path:
+    """Where a run keeps one episode's checkpoints while it runs."""
+    return Path(out_dir) / CHECKPOINT_DIR / f"{spec.competition}-seed{spec.seed}"
+
+
+def resume_point(folder: Path) -> Any:
+    """The newest checkpoint in an episode's checkpoint folder that verifies, or None."""
+    from mle_gym.envs.checkpoint import CheckpointStore
+
+    if not folder.is_dir():
+        return None
+    return CheckpointStore(folder, limit_bytes=None, persistent=True).latest()
+
+
 def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[str, Any],
             agent_options: dict[str, Any] | None = None, on_step: StepCallback | None = None,
             record: bool = True, factory: AgentFactory | None = None,
             identity_env_options: dict[str, Any] | None = None,
-            control: RunControl | None = None) -> EpisodeRecord:
-    """Play one episode in a fresh env and return its record; a crash is recorded (and graded on disk), not raised."""
+            control: RunControl | None = None, resume: bool = False) -> EpisodeRecord:
+    """Play one episode in a fresh env and return its record; a crash is recorded (and graded on disk), not raised.
+
+    When the env options ask for checkpoints on the way (`checkpoint_every_s`, `checkpoint_every_steps`),
+    they go to `<out_dir>/checkpoints/<competition>-seed<seed>/` (removed once the episode is recorded); with
+    `resume`, an episode whose folder holds one (its runner was killed) goes on from the newest, in a fresh
+    sandbox, its trajectory marked resumed."""
     started = time.monotonic()
     env: gym.Env | None = None
     player: Agent | None = None
@@ -203,6 +227,16 @@ def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[s
             on_step(n, info)
 
     base = base_record(spec, agent, env_options, agent_options, identity_env_options)
+    folder: Path | None = None
+    reset_options: dict[str, Any] | None = None
+    resumed_from: int | None = None
+    if env_options.get("checkpoint_every_s") or env_options.get("checkpoint_every_steps"):
+        folder = checkpoint_folder(out_dir, spec)
+        env_options = {**env_options, "checkpoint_dir": str(folder)}
+        latest = resume_point(folder) if resume else None
+        if latest is not None:
+            log.info("episode %s: resuming from its checkpoint after step %d", spec.label, latest.step)
+            reset_options, resumed_from = {"checkpoint": latest, "resume": True}, latest.step
     try:
         env = gym.make(f"mle/{spec.competition}", **env_options)
         if record:
@@ -213,10 +247,12 @@ def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[s
                 "config_id": identity_key(base.identity())})
         player = factory(env=env, seed=spec.seed, **agent_options)
         outcome = play_episode(env, player, seed=spec.seed, on_step=count,
-                               should_abort=control.abort.is_set if control is not None else None)
+                               should_abort=control.abort.is_set if control is not None else None,
+                               reset_options=reset_options)
         path = getattr(env, "trajectory_path", None) if record else None
         return base.model_copy(update=dict(
-            model=_model_of(player, agent_options), grade=outcome.grade, reward=outcome.reward, steps=outcome.steps,
+            model=_model_of(player, agent_options), grade=outcome.grade, reward=outcome.reward,
+            steps=outcome.steps + (resumed_from or 0), resumed_from_step=resumed_from,
             duration_s=round(time.monotonic() - started, 2), trajectory=str(path) if path else None,
             **_usage_of(player)))
     except Exception as exc:  # policy: every started episode is recorded; the traceback goes to the log
@@ -235,11 +271,14 @@ def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[s
         return base.model_copy(update=dict(
             model=_model_of(player, agent_options) if player is not None else base.model,
             status="aborted" if aborted else "crashed", grade=grade, graded_on_disk=grade is not None,
-            reward=None, steps=steps, duration_s=round(time.monotonic() - started, 2),
+            reward=None, steps=steps + (resumed_from or 0), resumed_from_step=resumed_from,
+            duration_s=round(time.monotonic() - started, 2),
             trajectory=str(path) if path else None, error=reason, **_usage_of(player)))
     finally:
         if env is not None:
             env.close()
+        if folder is not None:  # recorded: nothing left to resume (a killed runner never gets here)
+            shutil.rmtree(folder, ignore_errors=True)
 
 def episode_memory_mib(workers: int) -> int:
     """Memory limit of one of `workers` concurrent Docker episodes: 75% of this machine, shared."""

@@ -85,6 +85,8 @@ class EpisodeRecord(BaseModel):
         default=None, description="the agent's model usage over the episode (prompt_tokens, completion_tokens, "
                                   "total_tokens, model_calls, ...), when it reports one (usage_summary())")
     cost_usd: float | None = Field(default=None, description="the episode's model cost, when the agent was given prices")
+    resumed_from_step: int | None = Field(default=None, description="its runner was killed; it went on from its "
+                                          "checkpoint after this step (`mle-gym run --resume`)")
 
     def model_post_init(self, __context: Any) -> None:
         # Records written before `status` existed mark a crash only by `error`.
