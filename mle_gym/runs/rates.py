@@ -20,11 +20,18 @@ Rules:
 - **pass@k** (k = 1 .. the fewest seeds any competition has): per competition, the unbiased
   estimator 1 - C(n-c, k) / C(n, k) of Chen et al. (2021) with n seeds of which c earned any
   medal; then the mean over competitions.
+- **Whole splits.** A split's row is over MLE-bench's whole split (22 Low, 38 Medium, 15 High, 75 in
+  all): a run that covers every (competition, seed) of it gets one row, its rates MLE-bench's. A run
+  that covers part of it says "incomplete: 2 of 22" and gets two rows: the rates over what ran, and
+  MLE-bench's padded rates (its aggregator's `--pad-missing`: each missing episode of the split, for
+  every seed of the run, a failed report). No incomplete split shows a bare rate.
 - Results on sample data carry the banner "sample data: not comparable to MLE-bench".
 - **Audit flags** (`mle-gym audit`'s rules, the `flags` of each row): the tables count the flagged
   episodes. With `exclude_flagged`, a flagged episode is disqualified, as a rule-breaking Kaggle
   submission is: it stays a started episode in every denominator, with no medal and no valid
   submission.
+- Every row and report carries the run's metadata (`mle_gym.runs.metadata`); the report prints it
+  in its header.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mle_gym.errors import MLEGymError
 from mle_gym.records.audit import SEVERITY_RANK, AuditFlag, Severity
+from mle_gym.runs.metadata import RunMetadata, describe
 
 RESULTS_FILE = "results.jsonl"
 METRICS: tuple[str, ...] = ("any_medal", "gold_medal", "silver_medal", "bronze_medal", "above_median", "valid_submission")
@@ -93,6 +101,9 @@ class EpisodeRecord(BaseModel):
     flags: list[AuditFlag] | None = Field(
         default=None, description="what `mle-gym audit`'s rules found in the episode's trajectory (the runner "
                                   "audits it when the episode ends); None when it was not audited")
+    metadata: RunMetadata | None = Field(
+        default=None, description="hardware, budgets, image, task version, holdout, when it ran (None: a row written "
+                                  "before mle-gym recorded them)")
 
     def model_post_init(self, __context: Any) -> None:
         # Records written before `status` existed mark a crash only by `error`.
@@ -170,6 +181,24 @@ class Summary(BaseModel):
     cost_per_episode_usd: float | None = None
     flagged: int = Field(default=0, description="episodes the audit flagged (at the report's severity or worse)")
     audited: int = Field(default=0, description="episodes whose record holds the audit's flags")
+    split_size: int | None = Field(default=None, description="competitions in MLE-bench's split (a split row only)")
+    complete: bool = Field(default=True, description="every (competition, seed) of the split, for every seed of the "
+                                                     "run, was played; only then are `rates` MLE-bench's")
+    expected_episodes: int | None = Field(default=None, description="split size × the run's seeds")
+    padded_rates: dict[str, Stat] | None = Field(
+        default=None, description="an incomplete split's rates as MLE-bench's aggregator pads them: each missing "
+                                  "episode a failed report (per seed, the share over the whole split)")
+    padded_any_medal_ci: Interval | None = None
+
+    def coverage(self) -> str:
+        """"22 of 22", "incomplete: 2 of 22", "incomplete: 64 of 66 episodes", or the count alone (no split)."""
+        if self.split_size is None:
+            return str(self.competitions)
+        if self.complete:
+            return f"{self.competitions} of {self.split_size}"
+        if self.competitions < self.split_size:
+            return f"incomplete: {self.competitions} of {self.split_size}"
+        return f"incomplete: {self.episodes} of {self.expected_episodes} episodes"
 
 
 class RunReport(BaseModel):
@@ -195,6 +224,9 @@ class RunReport(BaseModel):
     answer_dependent_calls: list[str] | None = Field(
         default=None, description="the calls whose reply could depend on the hidden answers, as the trajectories "
                                   "recorded them; None when they did not say")
+    metadata: dict[str, list[str]] = Field(
+        default_factory=dict, description="the run's metadata, heading by heading (hardware, budgets, sandbox, task "
+                                          "version, holdout): each value its episodes showed, more than one if mixed")
 
 
 def mean_sem(values: Sequence[float]) -> Stat:
@@ -292,6 +324,47 @@ def _summarize(records: Sequence[EpisodeRecord], *, with_score: bool, severity: 
                    sample_data=any(r.sample_data for r in records))
 
 
+def split_members() -> dict[str, frozenset[str]]:
+    """MLE-bench's splits by complexity (low, medium, high, dev) and "all" (its 75), from figures.json."""
+    from mle_gym.competitions import list_figures
+
+    figures = list_figures()
+    members = {name: frozenset(c for c, f in figures.items() if f.complexity == name)
+               for name in ("low", "medium", "high", "dev")}
+    members["all"] = frozenset(c for c, f in figures.items() if f.in_split75)
+    return members
+
+
+def _pad(summary: Summary, records: Sequence[EpisodeRecord], members: frozenset[str], seeds: Sequence[int]) -> Summary:
+    """`summary` of a split with its size, whether the run covered it, and (if not) MLE-bench's padded rates."""
+    present = {(r.competition, r.seed) for r in records if r.competition in members}
+    expected = len(members) * len(seeds)
+    update: dict[str, Any] = {"split_size": len(members), "expected_episodes": expected,
+                              "complete": all((c, s) in present for c in members for s in seeds)}
+    if not update["complete"]:
+        update["padded_rates"] = {
+            m: mean_sem([sum(_flag(r, m) for r in records if r.seed == s and r.competition in members) / len(members)
+                         for s in seeds]) for m in METRICS}
+        medals = int(sum(_flag(r, "any_medal") for r in records if r.competition in members))
+        update["padded_any_medal_ci"] = wilson_interval(medals, expected)
+    return summary.model_copy(update=update)
+
+
+def _metadata(records: Sequence[EpisodeRecord]) -> dict[str, list[str]]:
+    values: dict[str, list[str]] = defaultdict(list)
+    missing = 0
+    for r in records:
+        if r.metadata is None:
+            missing += 1
+            continue
+        for heading, text in describe(r.metadata).items():
+            if text not in values[heading]:
+                values[heading].append(text)
+    if missing:
+        values["not recorded"] = [f"{missing} episode(s) written before mle-gym recorded run metadata"]
+    return dict(values)
+
+
 def _complexity(competition: str) -> str | None:
     from mle_gym.competitions import (
         list_figures,  # the figures load lazily: reports of old runs need no more
@@ -356,8 +429,13 @@ def summarize(records: Iterable[EpisodeRecord], *, on_duplicate: DuplicatePolicy
               for s in (*SPLIT_LABELS, "unknown") if s in by_split}
     # "all" is MLE-bench's 75: the dev competitions keep their own row and stay out of it, as in MLE-bench
     # (a run of dev competitions only is summarised as it is)
-    counted = [r for r in records if _complexity(r.competition) != "dev"] or records
-    splits["all"] = _summarize(counted, with_score=False, severity=flag_severity)
+    non_dev = [r for r in records if _complexity(r.competition) != "dev"]
+    splits["all"] = _summarize(non_dev or records, with_score=False, severity=flag_severity)
+    # Each split over the whole of it, for every seed the run played (a missing episode is a failed one).
+    run_seeds = sorted({r.seed for r in records})
+    members = split_members()
+    for name in [s for s in splits if s in members and (s != "all" or non_dev)]:
+        splits[name] = _pad(splits[name], records, members[name], run_seeds)
     seeds_per_comp = [len({r.seed for r in rs}) for rs in by_comp.values()]
     passk: dict[int, float] = {}
     for k in range(1, min(seeds_per_comp) + 1):
@@ -377,6 +455,7 @@ def summarize(records: Iterable[EpisodeRecord], *, on_duplicate: DuplicatePolicy
         splits=splits, overall=splits["all"], pass_at_k=passk, duplicates_dropped=dropped, problems=problems,
         flagged=flagged_lines, flag_severity=flag_severity, flagged_excluded=exclude_flagged,
         answer_dependent_calls=answer_dependent_calls,
+        metadata=_metadata(records),
     )
 
 
@@ -417,8 +496,8 @@ def load_results(path: Path | str) -> list[EpisodeRecord]:
 
 
 # -- rendering -------------------------------------------------------------------------------
-def _pct(stat: Stat) -> str:
-    if stat.mean is None:
+def _pct(stat: Stat | None) -> str:
+    if stat is None or stat.mean is None:
         return "-"
     return f"{100 * stat.mean:.1f} ± {100 * (stat.sem or 0.0):.1f}"
 
@@ -429,8 +508,8 @@ def _num(stat: Stat | None) -> str:
     return f"{stat.mean:.4g} ± {stat.sem or 0.0:.2g}"
 
 
-def _ci(summary: Summary) -> str:
-    ci = summary.any_medal_ci
+def _ci(summary: Summary, *, padded: bool = False) -> str:
+    ci = summary.padded_any_medal_ci if padded else summary.any_medal_ci
     return "-" if ci is None else f"{100 * ci.low:.1f}–{100 * ci.high:.1f}"
 
 
@@ -450,6 +529,24 @@ def _title(report: RunReport) -> str:
     return identity_label(report.identity) if report.identity else f"{report.agent}"
 
 
+def split_label(name: str) -> str:
+    return SPLIT_LABELS.get(name, name.capitalize())
+
+
+def split_rows(report: RunReport) -> list[tuple[str, Summary, bool]]:
+    """(row label, summary, padded) per row of the split table: one row for a split the run covered,
+    two for one it covered in part (over what ran, then MLE-bench's padded figures)."""
+    rows: list[tuple[str, Summary, bool]] = []
+    for name, s in report.splits.items():
+        label = split_label(name)
+        if s.split_size is None or s.complete:
+            rows.append((label, s, False))
+        else:
+            rows.append((f"{label}: over what ran", s, False))
+            rows.append((f"{label}: MLE-bench, padded", s, True))
+    return rows
+
+
 def _tables(report: RunReport) -> list[tuple[str, list[str], list[list[str]]]]:
     """(caption, header, rows) of each table of a report, shared by the Markdown and text renderers."""
     flag = f" [{SAMPLE_BANNER}]" if report.sample_data else ""
@@ -457,20 +554,39 @@ def _tables(report: RunReport) -> list[tuple[str, list[str], list[list[str]]]]:
     rows = [[c, str(len(s.seeds)), str(s.errors), _num(s.score), *(_pct(s.rates[m]) for m in METRICS),
              _flagged_cell(s)] for c, s in report.competitions.items()]
     o = report.overall
-    rows.append(["all", str(len(o.seeds)), str(o.errors), "", *(_pct(o.rates[m]) for m in METRICS), _flagged_cell(o)])
+    # The overall row of this table is over the competitions that ran: it says so unless the run covered the 75.
+    overall_label = "all" if o.split_size is not None and o.complete else "all that ran"
+    rows.append([overall_label, str(len(o.seeds)), str(o.errors), "", *(_pct(o.rates[m]) for m in METRICS),
+                 _flagged_cell(o)])
     if o.total_tokens is not None or o.total_cost_usd is not None:
         head += ["tokens/episode", "cost/episode $"]
         for row, s in zip(rows, [*report.competitions.values(), o]):
             row += [_tokens(s.tokens_per_episode), _cost(s.cost_per_episode_usd)]
     split_head = ["split", "competitions", "episodes", "errors", "any medal 95% CI (Wilson)",
                   *(METRIC_LABELS[m] + " %" for m in METRICS)]
-    split_rows = [[SPLIT_LABELS.get(name, name.capitalize()), str(s.competitions), str(s.episodes), str(s.errors),
-                   _ci(s), *(_pct(s.rates[m]) for m in METRICS)] for name, s in report.splits.items()]
-    return [(f"per competition{flag}", head, rows), (f"per MLE-bench complexity split{flag}", split_head, split_rows)]
+    split_table = []
+    for label, s, padded in split_rows(report):
+        rates = s.padded_rates if padded and s.padded_rates is not None else s.rates
+        episodes = (f"{s.expected_episodes} ({(s.expected_episodes or 0) - s.episodes} missing: failed)" if padded
+                    else str(s.episodes))
+        split_table.append([label, s.coverage(), episodes, str(s.errors), _ci(s, padded=padded),
+                            *(_pct(rates[m]) for m in METRICS)])
+    return [(f"per competition{flag}", head, rows), (f"per MLE-bench complexity split{flag}", split_head, split_table)]
+
+
+def header_lines(report: RunReport) -> list[str]:
+    """The run's metadata, one line per heading ("hardware (per episode): 4 CPUs, 16 GiB, 1 × NVIDIA A10")."""
+    return [f"{heading}: {' | '.join(values)}" + (" (mixed)" if len(values) > 1 and heading != "not recorded" else "")
+            for heading, values in report.metadata.items()]
 
 
 def _footer(report: RunReport) -> list[str]:
     lines = []
+    incomplete = [split_label(n) for n, s in report.splits.items() if s.split_size is not None and not s.complete]
+    if incomplete:
+        lines.append(f"incomplete split(s): {', '.join(incomplete)}. MLE-bench's aggregator refuses an incomplete split, "
+                     "or with --pad-missing counts each missing episode as a failed report: the 'MLE-bench, padded' "
+                     "rows are those figures; the 'over what ran' rows are not comparable to its leaderboard")
     if report.pass_at_k:
         lines.append("pass@k (any medal in k seeds): "
                      + ", ".join(f"pass@{k} {100 * v:.1f}%" for k, v in report.pass_at_k.items()))
@@ -518,54 +634,150 @@ NOTE = ("Rates are mean ± standard error over seeds of the share of competition
         "no medal and invalid; `errors` says how many; `flagged`, how many the audit flagged.")
 
 
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
 def to_markdown(report: RunReport) -> str:
-    """Markdown: a title per run identity, a sample-data banner, then the per-competition and per-split tables."""
+    """Markdown: a title per run identity, a sample-data banner, the run's metadata, then the tables."""
     lines = [f"### {_title(report)}", ""]
     if report.sample_data:
         lines += [f"> **{SAMPLE_BANNER}**", ""]
+    if report.metadata:
+        lines += [f"- {_md_cell(line)}" for line in header_lines(report)] + [""]
     for caption, head, rows in _tables(report):
         lines += [f"**{caption}**", "", "| " + " | ".join(head) + " |", "| " + " | ".join(["---"] * len(head)) + " |"]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
         lines.append("")
     lines += [f"- {line}" for line in _footer(report)]
     lines += ["", NOTE]
     return "\n".join(lines) + "\n"
 
 
-def to_text_table(report: RunReport) -> str:
-    """The same figures as aligned plain text, for a terminal."""
-    out = [f"run: {_title(report)}  (rates in %, mean ± SEM over seeds)"]
+def _column_chunks(head: list[str], rows: list[list[str]], width: int | None) -> list[list[int]]:
+    """Column indices of each table to print so that every one fits `width` (the first column in each):
+    a wide table on a narrow terminal becomes two or three tables of whole cells, never folded ones."""
+    need = [max([len(r[i]) for r in rows] + [len(h)]) + 3 for i, h in enumerate(head)]
+    if width is None or sum(need) <= width:
+        return [list(range(len(head)))]
+    chunks: list[list[int]] = [[0]]
+    used = need[0]
+    for i in range(1, len(head)):
+        if used + need[i] > width and len(chunks[-1]) > 1:
+            chunks.append([0])
+            used = need[0]
+        chunks[-1].append(i)
+        used += need[i]
+    return chunks
+
+
+def report_renderables(report: RunReport, *, width: int | None = None) -> list[Any]:
+    """The report as `rich` renderables: title, banner, metadata, the tables (split by columns to fit
+    `width` when given), footer."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    out: list[Any] = [Text(f"run: {_title(report)}  (rates in %, mean ± SEM over seeds)", style="bold")]
     if report.sample_data:
-        out.append(f"!! {SAMPLE_BANNER} !!")
+        out.append(Text(f"!! {SAMPLE_BANNER} !!", style="bold yellow"))
+    out += [Text(line, style="dim") for line in header_lines(report)]
     for caption, head, rows in _tables(report):
-        table = [head, *rows]
-        widths = [max(len(r[i]) for r in table) for i in range(len(head))]
-        out.append(caption)
-        for i, r in enumerate(table):
-            out.append("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
-            if i == 0:
-                out.append("  ".join("-" * w for w in widths))
-    out += _footer(report)
-    return "\n".join(out) + "\n"
+        chunks = _column_chunks(head, rows, width)
+        for n, columns in enumerate(chunks):
+            title = caption if len(chunks) == 1 else f"{caption} ({n + 1}/{len(chunks)})"
+            table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                          header_style="bold")
+            for i in columns:
+                table.add_column(head[i], justify="left" if i == 0 else "right", no_wrap=True)
+            for row in rows:
+                style = "yellow" if len(row) > 1 and "incomplete" in row[1] else None
+                table.add_row(*(row[i] for i in columns), style=style)
+            out.append(table)
+    out += [Text(line) for line in _footer(report)]
+    return out
 
 
-def to_csv(reports: dict[str, RunReport]) -> str:
+def to_text_table(report: RunReport, *, width: int | None = None, color: bool = False) -> str:
+    """The figures as text tables (rendered by `rich`): with no `width`, each row on one line, as a file
+    or a pipe wants them; with a terminal's width, the columns fold to fit."""
+    import io as _io
+
+    from rich.console import Console
+
+    buffer = _io.StringIO()
+    console = Console(file=buffer, width=width or 100_000, force_terminal=color, no_color=not color,
+                      highlight=False, soft_wrap=False, emoji=False, markup=False)
+    for item in report_renderables(report, width=width):
+        console.print(item)
+    text = "\n".join(line.rstrip() for line in buffer.getvalue().splitlines())
+    return text + "\n"
+
+
+def print_report(report: RunReport, file: Any = None) -> None:
+    """Print the report: `rich` tables fitted to a terminal, or plain text tables one row a line elsewhere."""
+    import sys
+
+    stream = file if file is not None else sys.stdout
+    if stream.isatty():
+        from rich.console import Console
+
+        console = Console(file=stream, highlight=False, emoji=False, markup=False)
+        for item in report_renderables(report, width=console.width):
+            console.print(item)
+    else:
+        stream.write(to_text_table(report))
+
+
+_META_COLUMNS = ("host_cpus", "host_memory_bytes", "episode_cpus", "episode_memory_bytes", "gpu_model", "gpu_count",
+                 "max_steps", "time_limit_s", "command_timeout_s", "sandbox", "image", "image_profile", "version",
+                 "holdout")
+
+
+def _meta_values(records_meta: list[RunMetadata]) -> list[str]:
+    out = []
+    for key in _META_COLUMNS:
+        seen: list[str] = []
+        for m in records_meta:
+            v = getattr(m, key)
+            text = "" if v is None else str(v)
+            if text not in seen:
+                seen.append(text)
+        out.append("|".join(seen))
+    return out
+
+
+def to_csv(reports: dict[str, RunReport], records: Iterable[EpisodeRecord] | None = None) -> str:
     """One row per run identity and competition, split or 'all': the rates as fractions with their SEM,
-    the episode and error counts, the mean score (per competition) and the sample-data flag."""
+    the episode and error counts, the mean score (per competition), the sample-data flag; for a split, its
+    size, whether the run covered it and MLE-bench's padded rates; with `records`, the run's metadata
+    (values joined by '|' where episodes differ)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     rate_columns = [f"{m}{suffix}" for m in METRICS for suffix in ("", "_sem")]
+    padded_columns = [f"padded_{c}" for c in rate_columns]
+    meta_by_run: dict[str, list[RunMetadata]] = defaultdict(list)
+    for r in records or ():
+        if r.metadata is not None:
+            meta_by_run[identity_label(r.identity())].append(r.metadata)
     writer.writerow(["run", "agent", "model", "level", "name", "episodes", "errors", "seeds", *rate_columns,
-                     "score", "score_sem", "sample_data", "flagged", "audited"])
+                     "score", "score_sem", "sample_data", "flagged", "audited", "split_size", "complete",
+                     *padded_columns, *_META_COLUMNS])
     for label, report in reports.items():
+        meta = _meta_values(meta_by_run.get(label, []))
         rows = [("competition", name, summary) for name, summary in report.competitions.items()]
         rows += [("split", name, summary) for name, summary in report.splits.items()]
         for level, name, summary in rows:
             rates = [value for m in METRICS for value in (summary.rates[m].mean, summary.rates[m].sem)]
             score = (summary.score.mean, summary.score.sem) if summary.score is not None else (None, None)
+            padded = ([value for m in METRICS for value in (summary.padded_rates[m].mean, summary.padded_rates[m].sem)]
+                      if summary.padded_rates is not None else [None] * len(padded_columns))
             writer.writerow([label, report.agent, report.model or "", level, name, summary.episodes, summary.errors,
                              len(summary.seeds), *("" if v is None else v for v in (*rates, *score)),
-                             summary.sample_data, summary.flagged, summary.audited])
+                             summary.sample_data, summary.flagged, summary.audited,
+                             "" if summary.split_size is None else summary.split_size,
+                             summary.complete if level == "split" else "",
+                             *("" if v is None else v for v in padded), *meta])
     return buffer.getvalue()
 
 

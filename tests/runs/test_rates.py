@@ -19,6 +19,7 @@ from mle_gym.runs.rates import (
     summarize,
     summarize_by_agent,
     summarize_runs,
+    to_csv,
     to_markdown,
     to_text_table,
     wilson_interval,
@@ -93,7 +94,8 @@ def test_summary_matches_hand_computation() -> None:
 def test_markdown_shows_percentages() -> None:
     text = to_markdown(summarize(RECORDS))
     assert "| A | 3 | 0 |" in text
-    assert "| all | 3 | 1 |  | 50.0 ± 28.9 |" in text  # overall any medal: 50 % ± 100*0.5/sqrt(3)
+    # overall any medal: 50 % ± 100*0.5/sqrt(3), over what ran (A and B are none of MLE-bench's 75)
+    assert "| all that ran | 3 | 1 |  | 50.0 ± 28.9 |" in text
     assert text.count("\n|") >= 4
 
 
@@ -194,7 +196,8 @@ def test_tables_per_complexity_split_and_sample_banner() -> None:
     assert report.splits["all"].competitions == 3 and report.sample_data
     text, markdown = to_text_table(report), to_markdown(report)
     assert f"!! {SAMPLE_BANNER} !!" in text and f"> **{SAMPLE_BANNER}**" in markdown
-    assert "| Low (Lite) | 2 | 2 | 0 |" in markdown and "| High | 1 | 1 | 0 |" in markdown
+    assert "| Low (Lite): over what ran | incomplete: 2 of 22 | 2 | 0 |" in markdown
+    assert "| High: over what ran | incomplete: 1 of 15 | 1 | 0 |" in markdown
     assert markdown.count(f"[{SAMPLE_BANNER}]") == 2  # every table says so, not just the page
     assert SAMPLE_BANNER not in to_markdown(summarize([_rec(low[0], 0, _grade("gold"))]))
 
@@ -205,7 +208,7 @@ def test_dev_competitions_get_their_own_row_and_stay_out_of_all() -> None:
     assert list(report.splits) == ["low", "dev", "all"]
     assert report.splits["dev"].rates["any_medal"].mean == 1.0
     assert report.splits["all"].competitions == 1 and report.splits["all"].rates["any_medal"].mean == 0.0
-    assert "| Dev (not in the 75) | 1 | 1 | 0 |" in to_markdown(report)
+    assert "| Dev (not in the 75): over what ran | incomplete: 1 of 7 | 1 | 0 |" in to_markdown(report)
     only_dev = summarize([_rec("spaceship-titanic", 0, _grade("gold"))])
     assert only_dev.splits["all"].competitions == 1  # a dev-only run is summarised as it is
 
@@ -250,3 +253,109 @@ def test_tokens_and_cost_per_episode() -> None:
     assert "tokens/episode" not in to_markdown(summarize(RECORDS))
     tokens_only = summarize([r.model_copy(update={"usage": {"total_tokens": 10}}) for r in RECORDS])
     assert "cost unknown (give the agent price_in_per_mtok / price_out_per_mtok)" in to_markdown(tokens_only)
+
+
+# -- whole splits: an incomplete split never reads as MLE-bench's ------------------------------------
+def _low() -> list[str]:
+    from mle_gym.runs.rates import split_members
+
+    return sorted(split_members()["low"])
+
+
+def test_a_run_over_part_of_a_split_shows_both_rates_and_says_incomplete() -> None:
+    a, b = _low()[:2]
+    records = [_rec(a, 0, _grade("gold")), _rec(b, 0, _grade("none")),
+               _rec(a, 1, _grade("gold")), _rec(b, 1, _grade("bronze"))]
+    report = summarize(records)
+    low = report.splits["low"]
+    assert (low.split_size, low.complete, low.expected_episodes) == (22, False, 44)
+    assert low.coverage() == "incomplete: 2 of 22"
+    assert low.rates["any_medal"].mean == pytest.approx(0.75)  # over what ran: seed 0 1/2, seed 1 2/2
+    # MLE-bench's --pad-missing: 20 failed reports per seed, so 1/22 and 2/22
+    assert low.padded_rates is not None
+    assert low.padded_rates["any_medal"].mean == pytest.approx(1.5 / 22)
+    assert low.padded_rates["any_medal"].sem == pytest.approx(math.sqrt(2 * (0.5 / 22) ** 2) / math.sqrt(2))
+    assert low.padded_rates["valid_submission"].mean == pytest.approx(2 / 22)
+    assert low.padded_any_medal_ci is not None and low.padded_any_medal_ci.trials == 44
+    markdown = to_markdown(report)
+    assert "| Low (Lite): over what ran | incomplete: 2 of 22 | 4 | 0 |" in markdown
+    assert "| Low (Lite): MLE-bench, padded | incomplete: 2 of 22 | 44 (40 missing: failed) | 0 |" in markdown
+    assert f"| {100 * 1.5 / 22:.1f} ± " in markdown.split("MLE-bench, padded")[1].split("\n")[0]
+    split_lines = [line for line in markdown.splitlines() if line.startswith(("| Low", "| All"))]
+    assert split_lines and all(": over what ran |" in line or ": MLE-bench, padded |" in line for line in split_lines)
+    assert "incomplete split(s): Low (Lite), All." in markdown
+    assert "| all that ran |" in markdown  # the per-competition table's overall row says what it covers
+
+
+def test_a_split_covered_for_every_seed_has_one_row_with_mlebench_rates() -> None:
+    low = _low()
+    records = [_rec(c, s, _grade("gold" if (i + s) % 3 == 0 else "none")) for i, c in enumerate(low) for s in (0, 1)]
+    report = summarize(records)
+    split = report.splits["low"]
+    assert split.complete and split.padded_rates is None and split.coverage() == "22 of 22"
+    markdown = to_markdown(report)
+    assert "| Low (Lite) | 22 of 22 | 44 | 0 |" in markdown and "over what ran" not in markdown.split("| All")[0]
+    # A hole (one competition lacks seed 1) makes it incomplete again, and the hole counts as failed when padded.
+    holed = [r for r in records if not (r.competition == low[0] and r.seed == 1)]
+    split = summarize(holed).splits["low"]
+    assert not split.complete and split.coverage() == "incomplete: 43 of 44 episodes"
+    medals = [sum(bool(r.grade and r.grade["any_medal"]) for r in holed if r.seed == s) / 22 for s in (0, 1)]
+    assert split.padded_rates is not None
+    assert split.padded_rates["any_medal"].mean == pytest.approx(sum(medals) / 2)
+
+
+def test_reports_carry_the_run_metadata_in_their_header() -> None:
+    from mle_gym.runs.metadata import RunMetadata
+
+    meta = RunMetadata(host_cpus=16, host_memory_bytes=64 * 2**30, host_gpu_count=2, gpu_model="NVIDIA A10",
+                       gpu_count=1, episode_cpus=4, episode_memory_bytes=16 * 2**30, max_steps=500,
+                       time_limit_s=86400, command_timeout_s=600, sandbox="docker", image="mle-gym:latest",
+                       image_profile="full", version="v1", holdout="mlebench")
+    records = [r.model_copy(update={"metadata": meta}) for r in RECORDS]
+    records[-1] = records[-1].model_copy(update={"metadata": meta.model_copy(update={"episode_cpus": 8.0})})
+    report = summarize(records)
+    assert report.metadata["task version"] == ["v1"] and report.metadata["holdout"] == ["mlebench"]
+    markdown = to_markdown(report)
+    assert "- hardware (per episode): 4 CPUs, 16 GiB, 1 × NVIDIA A10 \\| 8 CPUs, 16 GiB, 1 × NVIDIA A10 (mixed)" in markdown
+    assert "- budgets: 500 steps, 24 h wall clock, 600 s per command" in markdown
+    assert "- sandbox: docker, image mle-gym:latest (profile full)" in markdown
+    assert "- host: 16 CPUs, 64 GiB memory, 2 GPU(s)" in markdown
+    text = to_text_table(report)
+    assert "task version: v1" in text and "holdout: mlebench" in text
+    table = to_csv(summarize_runs(records), records)
+    import csv as _csv
+
+    rows = list(_csv.DictReader(table.splitlines()))
+    assert rows[0]["episode_cpus"] == "4.0|8.0" and rows[0]["gpu_model"] == "NVIDIA A10" and rows[0]["version"] == "v1"
+    # Rows written before the metadata existed say so rather than show nothing.
+    assert "not recorded: 6 episode(s) written before mle-gym recorded run metadata" in to_markdown(summarize(RECORDS))
+
+
+def test_text_tables_go_through_rich_one_row_a_line_off_a_terminal() -> None:
+    import io
+
+    from mle_gym.runs.rates import print_report
+
+    low = _low()
+    report = summarize([_rec(c, 0, _grade("gold" if i % 2 else "none")) for i, c in enumerate(low[:3])])
+    stream = io.StringIO()
+    print_report(report, stream)  # not a terminal: plain text, no escape codes, no wrapped rows
+    text = stream.getvalue()
+    assert "\x1b[" not in text
+    for comp in low[:3]:
+        (line,) = [row for row in text.splitlines() if row.strip().startswith(comp)]
+        assert "valid" not in line and line.rstrip().endswith("100.0 ± 0.0")  # the row's last column, on its line
+    assert any("Low (Lite): MLE-bench, padded" in row and "incomplete: 3 of 22" in row for row in text.splitlines())
+    narrow = to_text_table(report, width=60)  # a terminal's width: the columns fold instead
+    assert max(len(row) for row in narrow.splitlines()) <= 60
+
+
+def test_csv_has_the_split_size_and_padded_rates() -> None:
+    a, b = _low()[:2]
+    records = [_rec(a, 0, _grade("gold")), _rec(b, 0, _grade("none"))]
+    import csv as _csv
+
+    rows = {(r["level"], r["name"]): r for r in _csv.DictReader(to_csv(summarize_runs(records)).splitlines())}
+    low = rows[("split", "low")]
+    assert low["split_size"] == "22" and low["complete"] == "False"
+    assert float(low["any_medal"]) == pytest.approx(0.5) and float(low["padded_any_medal"]) == pytest.approx(1 / 22)
