@@ -13,19 +13,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mle_gym.cli.records import terminal_safe
 from mle_gym.competitions import get_competition, list_competitions, list_figures
 from mle_gym.config import EnvConfig
 from mle_gym.errors import MLEGymError
 from mle_gym.records.audit import audit_results
 from mle_gym.runs.rates import (
     load_results,
+    print_report,
     summarize_runs,
     to_csv,
     to_json,
     to_markdown,
-    to_text_table,
 )
+from mle_gym.tools.parse import terminal_safe
 
 # `--split`: MLE-bench's splits as figures.json records them (lite = low), `all` = every packaged one.
 RUN_SPLITS = ("low", "medium", "high", "lite", "split75", "dev", "all")
@@ -124,8 +124,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         Progress,
         RunConfigError,
         RunControl,
+        execute_run,
+        prepare_run,
         resolve_agent,
-        run,
     )
 
     try:
@@ -150,17 +151,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if skipped:
         print(f"--split {args.split}: {len(skipped)} competition(s) of the split are not packaged and are skipped: "
               f"{', '.join(skipped)}", file=sys.stderr)
-    total = len(competitions) * args.seeds
+    # Every check first: a run that cannot start prints no progress and leaves no folder.
+    prepared = prepare_run(competitions, agent=args.agent, seeds=args.seeds, out_dir=out, jobs=args.jobs,
+                           env_options=env_options, agent_options=agent_options, resume=args.resume,
+                           ray_address=args.ray)
+    if prepared.nothing_to_do:
+        print(f"mle-gym run: {prepared.describe_nothing_to_do()}", file=sys.stderr)
+        return 0
+    todo, done = len(prepared.plan.todo), len(prepared.plan.done)
     control = RunControl()
     progress = None
-    print(f"running up to {total} episode(s) of agent {args.agent!r} into {out}", file=sys.stderr)
+    print(f"running {todo} episode(s) of agent {args.agent!r} into {out}"
+          + (f" ({done} already recorded there)" if done else ""), file=sys.stderr)
     previous = _install_interrupts(control)
     try:
         if not args.quiet:
-            progress = Progress(total)
-        records = run(competitions, agent=args.agent, seeds=args.seeds, out_dir=out, jobs=args.jobs,
-                      env_options=env_options, agent_options=agent_options, progress=progress,
-                      resume=args.resume, control=control, ray_address=args.ray)
+            progress = Progress(todo)
+        records = execute_run(prepared, progress=progress, control=control)
     except MLEGymError:
         if progress is not None:
             progress.close()
@@ -172,7 +179,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     rows, shown = audit_results(load_results(out), out)
     reports = summarize_runs(rows, answer_dependent_calls=shown)
     for report in reports.values():
-        print(terminal_safe(to_text_table(report)))
+        print_report(report)  # results.jsonl is untrusted: print_report keeps its text off the terminal's controls
     (out / "report.json").write_text(to_json(reports) + "\n")
     (out / "report.md").write_text("\n".join(to_markdown(r) for r in reports.values()))
     if control.stop_starting.is_set():
@@ -200,11 +207,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.markdown:
         Path(args.markdown).write_text(markdown)
     if args.csv:
-        Path(args.csv).write_text(to_csv(reports))
+        Path(args.csv).write_text(to_csv(reports, records))
     if len(reports) > 1:
         print(f"note: {args.dir} holds {len(reports)} different runs (agent, model or options differ); "
               "each has its own tables\n", file=sys.stderr)
-    print(terminal_safe(markdown))  # results.jsonl is untrusted: its text must not drive the terminal
+    if sys.stdout.isatty():  # a terminal gets rich tables that fit it; a pipe or file the Markdown
+        for report in reports.values():
+            print_report(report)
+    else:
+        print(terminal_safe(markdown))  # results.jsonl is untrusted: its text must not drive the terminal
     return 0
 
 

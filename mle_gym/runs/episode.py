@@ -26,6 +26,7 @@ from mle_gym.baselines.base import Agent, AgentFactory
 from mle_gym.errors import MLEGymError
 from mle_gym.records.audit import audit_flags
 from mle_gym.records.trajectory import TrajectoryRecorder
+from mle_gym.runs.metadata import collect_metadata, now_utc
 from mle_gym.runs.rates import (
     EpisodeRecord,
     identity_key,
@@ -97,12 +98,16 @@ class RunControl:
 
 
 def play_episode(env: gym.Env, agent: Agent, *, seed: int | None = None, on_step: StepCallback | None = None,
-                 should_abort: Callable[[], bool] | None = None) -> EpisodeOutcome:
+                 should_abort: Callable[[], bool] | None = None,
+                 on_reset: Callable[[dict[str, Any]], None] | None = None) -> EpisodeOutcome:
     """Reset `env` and `agent`, then step the agent's actions until the episode ends.
 
-    Raises EpisodeAbortedError, between steps, once `should_abort()` is true.
+    `on_reset` gets the reset's info (the run's metadata is read from it). Raises EpisodeAbortedError,
+    between steps, once `should_abort()` is true.
     """
     observation, info = env.reset(seed=seed)
+    if on_reset is not None:
+        on_reset(info)
     agent.reset(observation, info)
     reward, steps = 0.0, 0
     while True:
@@ -211,9 +216,11 @@ def _play_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict
               identity_env_options: dict[str, Any] | None = None,
               control: RunControl | None = None) -> EpisodeRecord:
     started = time.monotonic()
+    started_at = now_utc()
     env: gym.Env | None = None
     player: Agent | None = None
     steps = 0
+    reset_info: dict[str, Any] = {}
     agent_options = dict(agent_options or {})
     factory = factory or resolve_agent(agent)
 
@@ -224,6 +231,12 @@ def _play_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict
             on_step(n, info)
 
     base = base_record(spec, agent, env_options, agent_options, identity_env_options)
+
+    def metadata() -> dict[str, Any]:
+        config = getattr(env.unwrapped, "config", None) if env is not None else None
+        return {"metadata": collect_metadata(env_options, config=config, reset_info=reset_info,
+                                             started_at=started_at, ended_at=now_utc())}
+
     try:
         env = gym.make(f"mle/{spec.competition}", **env_options)
         if record:
@@ -234,12 +247,13 @@ def _play_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict
                 "config_id": identity_key(base.identity())})
         player = factory(env=env, seed=spec.seed, **agent_options)
         outcome = play_episode(env, player, seed=spec.seed, on_step=count,
-                               should_abort=control.abort.is_set if control is not None else None)
+                               should_abort=control.abort.is_set if control is not None else None,
+                               on_reset=reset_info.update)
         path = getattr(env, "trajectory_path", None) if record else None
         return base.model_copy(update=dict(
             model=_model_of(player, agent_options), grade=outcome.grade, reward=outcome.reward, steps=outcome.steps,
             duration_s=round(time.monotonic() - started, 2), trajectory=str(path) if path else None,
-            **_usage_of(player)))
+            **_usage_of(player), **metadata()))
     except Exception as exc:  # policy: every started episode is recorded; the traceback goes to the log
         aborted = isinstance(exc, EpisodeAbortedError)
         if not aborted:
@@ -257,10 +271,11 @@ def _play_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict
             model=_model_of(player, agent_options) if player is not None else base.model,
             status="aborted" if aborted else "crashed", grade=grade, graded_on_disk=grade is not None,
             reward=None, steps=steps, duration_s=round(time.monotonic() - started, 2),
-            trajectory=str(path) if path else None, error=reason, **_usage_of(player)))
+            trajectory=str(path) if path else None, error=reason, **_usage_of(player), **metadata()))
     finally:
         if env is not None:
             env.close()
+
 
 def episode_memory_mib(workers: int) -> int:
     """Memory limit of one of `workers` concurrent Docker episodes: 75% of this machine, shared."""

@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mle_gym.errors import MLEGymError
 from mle_gym.records.audit import SEVERITY_RANK, AuditFlag, Severity
 from mle_gym.runs.metadata import RunMetadata, describe
+from mle_gym.tools.parse import terminal_safe
 
 RESULTS_FILE = "results.jsonl"
 METRICS: tuple[str, ...] = ("any_medal", "gold_medal", "silver_medal", "bronze_medal", "above_median", "valid_submission")
@@ -678,23 +679,25 @@ def report_renderables(report: RunReport, *, width: int | None = None) -> list[A
     from rich.table import Table
     from rich.text import Text
 
-    out: list[Any] = [Text(f"run: {_title(report)}  (rates in %, mean ± SEM over seeds)", style="bold")]
+    # Names, metadata and problems come from results rows, which are untrusted: no control character
+    # of theirs reaches the terminal (rich passes escape sequences through).
+    out: list[Any] = [Text(terminal_safe(f"run: {_title(report)}  (rates in %, mean ± SEM over seeds)"), style="bold")]
     if report.sample_data:
         out.append(Text(f"!! {SAMPLE_BANNER} !!", style="bold yellow"))
-    out += [Text(line, style="dim") for line in header_lines(report)]
+    out += [Text(terminal_safe(line), style="dim") for line in header_lines(report)]
     for caption, head, rows in _tables(report):
         chunks = _column_chunks(head, rows, width)
         for n, columns in enumerate(chunks):
             title = caption if len(chunks) == 1 else f"{caption} ({n + 1}/{len(chunks)})"
-            table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+            table = Table(title=terminal_safe(title), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
                           header_style="bold")
             for i in columns:
                 table.add_column(head[i], justify="left" if i == 0 else "right", no_wrap=True)
             for row in rows:
                 style = "yellow" if len(row) > 1 and "incomplete" in row[1] else None
-                table.add_row(*(row[i] for i in columns), style=style)
+                table.add_row(*(terminal_safe(row[i]) for i in columns), style=style)
             out.append(table)
-    out += [Text(line) for line in _footer(report)]
+    out += [Text(terminal_safe(line)) for line in _footer(report)]
     return out
 
 

@@ -111,6 +111,58 @@ def plan_run(specs: Sequence[EpisodeSpec], out_dir: Path, identity: dict[str, An
     return RunPlan(todo=[s for s in specs if (s.competition, s.seed) not in recorded], done=done)
 
 
+@dataclass
+class PreparedRun:
+    """A run checked and planned, nothing started and nothing written yet (see `prepare_run`)."""
+
+    out_dir: Path
+    plan: RunPlan
+    agent: str
+    factory: Any
+    agent_options: dict[str, Any]
+    user_env: dict[str, Any]
+    identity_env: dict[str, Any]
+    jobs: int | None
+    record: bool
+    ray_address: str | None
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.plan.todo
+
+    def describe_nothing_to_do(self) -> str:
+        return (f"nothing to do: all {len(self.plan.done)} episode(s) asked for are already recorded in "
+                f"{self.out_dir}; `mle-gym report {self.out_dir}` prints their figures")
+
+
+def prepare_run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], out_dir: Path | str,
+                data: str = "sample", sandbox: str = "docker", jobs: int | None = None,
+                max_steps: int | None = None, time_limit_s: float | None = None,
+                command_timeout_s: float | None = None, agent_options: dict[str, Any] | None = None,
+                record: bool = True, env_options: dict[str, Any] | None = None, resume: bool = False,
+                ray_address: str | None = None) -> PreparedRun:
+    """Every check a run makes before its first episode: the agent imports, the data is there, the
+    folder holds no other run (and, without `resume`, none of these episodes). Creates nothing:
+    a run that fails here leaves no folder behind. Raises RunConfigError."""
+    out_dir = Path(out_dir)
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    specs = [EpisodeSpec(c, s) for c in competitions for s in seed_list]
+    user_env: dict[str, Any] = {"data": data, "sandbox": sandbox, "sample_seed": 0, **(env_options or {})}
+    for key, value in (("max_steps", max_steps), ("time_limit_s", time_limit_s), ("command_timeout_s", command_timeout_s)):
+        if value is not None:
+            user_env[key] = value
+    agent_options = dict(agent_options or {})
+    factory = resolve_agent(agent)
+    check_data(competitions, user_env)
+    identity_env = {k: v for k, v in user_env.items() if k not in _RUNNER_ENV_OPTIONS or k in (env_options or {})}
+    probe = EpisodeRecord(competition="", seed=0, agent=agent, model=agent_options.get("model"),
+                          agent_options=recorded_options(agent_options), data=user_env["data"], sandbox=user_env["sandbox"],
+                          env_options={k: v for k, v in identity_env.items() if k not in ("data", "sandbox")})
+    plan = plan_run(specs, out_dir, probe.identity(), resume=resume)
+    return PreparedRun(out_dir=out_dir, plan=plan, agent=agent, factory=factory, agent_options=agent_options,
+                       user_env=user_env, identity_env=identity_env, jobs=jobs, record=record, ray_address=ray_address)
+
+
 def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], out_dir: Path | str,
         data: str = "sample", sandbox: str = "docker", jobs: int | None = None,
         max_steps: int | None = None, time_limit_s: float | None = None, command_timeout_s: float | None = None,
@@ -127,34 +179,38 @@ def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], 
     this machine, "auto" or HOST:PORT for a cluster), each episode is a Ray task on a node offering
     the `mle_gym_docker` resource (see `mle_gym.runs.ray_run`); records and trajectories still land in
     `out_dir` here, and the default concurrency is the cluster's total of that resource. Returns the records of the episodes played now,
-    in (competition, seed) order; with `resume`, episodes already recorded are skipped.
+    in (competition, seed) order; with `resume`, episodes already recorded are skipped. The checks
+    (`prepare_run`) come first: a run that fails them creates no folder.
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    specs = [EpisodeSpec(c, s) for c in competitions for s in seed_list]
-    user_env: dict[str, Any] = {"data": data, "sandbox": sandbox, "sample_seed": 0, **(env_options or {})}
-    for key, value in (("max_steps", max_steps), ("time_limit_s", time_limit_s), ("command_timeout_s", command_timeout_s)):
-        if value is not None:
-            user_env[key] = value
-    agent_options = dict(agent_options or {})
-    factory = resolve_agent(agent)
-    check_data(competitions, user_env)
-    identity_env = {k: v for k, v in user_env.items() if k not in _RUNNER_ENV_OPTIONS or k in (env_options or {})}
-    probe = EpisodeRecord(competition="", seed=0, agent=agent, model=agent_options.get("model"),
-                          agent_options=recorded_options(agent_options), data=user_env["data"], sandbox=user_env["sandbox"],
-                          env_options={k: v for k, v in identity_env.items() if k not in ("data", "sandbox")})
-    plan = plan_run(specs, out_dir, probe.identity(), resume=resume)
+    prepared = prepare_run(competitions, agent=agent, seeds=seeds, out_dir=out_dir, data=data, sandbox=sandbox,
+                           jobs=jobs, max_steps=max_steps, time_limit_s=time_limit_s,
+                           command_timeout_s=command_timeout_s, agent_options=agent_options, record=record,
+                           env_options=env_options, resume=resume, ray_address=ray_address)
+    return execute_run(prepared, progress=progress, control=control)
+
+
+def execute_run(prepared: PreparedRun, *, progress: Progress | None = None,
+                control: RunControl | None = None) -> list[EpisodeRecord]:
+    """Play the episodes `prepare_run` planned (none: returns [] and writes nothing)."""
+    plan, out_dir, user_env, agent = prepared.plan, prepared.out_dir, prepared.user_env, prepared.agent
+    agent_options, identity_env, record, jobs = (prepared.agent_options, prepared.identity_env, prepared.record,
+                                                 prepared.jobs)
+    factory = prepared.factory
+    if not plan.todo:
+        if progress is not None:
+            progress.close()
+        return []
     if plan.done:
         log.info("resuming: %d episode(s) already recorded, %d to play", len(plan.done), len(plan.todo))
     remote = None
-    if ray_address is not None:
+    if prepared.ray_address is not None:
         from mle_gym.runs.ray_run import RayRunner
 
-        remote = RayRunner(ray_address, local_capacity=jobs)
+        remote = RayRunner(prepared.ray_address, local_capacity=jobs)
         workers = max(1, min(jobs or remote.capacity, len(plan.todo)))
     else:
         workers = default_jobs(jobs, len(plan.todo))
+    out_dir.mkdir(parents=True, exist_ok=True)  # only now: a run that could not start leaves no folder
     env_all = dict(user_env)
     if user_env["sandbox"] == "docker":
         # One env per episode: a warm spare would be made for nothing. And N episodes share the

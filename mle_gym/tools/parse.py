@@ -87,6 +87,17 @@ def printable(text: str, *, nul: bool = True) -> str:
     return (_NUL_OR_SURROGATE if nul else _SURROGATE).sub(_escape_char, text)
 
 
+# C0 controls but newline and tab, DEL and the C1 controls: what a terminal acts on (cursor moves, titles,
+# the clipboard through OSC 52, a carriage return that hides the line before it).
+_TERMINAL_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """Text read from a file, fit for a terminal: control characters as visible escapes (`\\x1b`), lone
+    surrogates escaped. A recording or results file is untrusted; what it holds must not drive the terminal."""
+    return printable(_TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text), nul=False)
+
+
 class _SafeRepr(reprlib.Repr):
     """reprlib's bounded repr (depth, lengths), also safe for ints past Python's str limit."""
 

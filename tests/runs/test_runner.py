@@ -75,14 +75,24 @@ def test_cli_run_prints_the_table_and_writes_reports(tmp_path: Path, capsys: pyt
                  "--out", str(out), "--max-steps", "10", "--agent-option", "max_actions=2", "--jobs", "1"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert "aerial-cactus-identification  2      0" in captured.out
+    (row,) = [line for line in captured.out.splitlines() if line.startswith("aerial-cactus-identification")]
+    assert row.split()[:3] == ["aerial-cactus-identification", "2", "0"]  # not a terminal: one row a line
     assert "!! sample data: not comparable to MLE-bench !!" in captured.out
-    assert "Low (Lite)" in captured.out and "0.0 ± 0.0" in captured.out
+    assert "Low (Lite): MLE-bench, padded" in captured.out and "incomplete: 1 of 22" in captured.out
+    assert "0.0 ± 0.0" in captured.out and "\x1b[" not in captured.out
+    assert "task version: v1" in captured.out and "budgets: 10 steps, 24 h wall clock" in captured.out
     assert "[2/2] ✓ aerial-cactus-identification seed 1" in captured.err  # not a TTY: plain lines
     assert len((out / "results.jsonl").read_text().splitlines()) == 2
     assert len(list((out / "trajectories").glob("*.jsonl"))) == 2
     (report,) = json.loads((out / "report.json").read_text()).values()
     assert report["agent"] == "random" and report["overall"]["rates"]["valid_submission"] == {"mean": 0.0, "sem": 0.0, "n_seeds": 2}
+    assert report["metadata"]["sandbox"] == ["local, image none (local sandbox)"]
+    rows = load_results(out)
+    meta = rows[0].metadata
+    assert meta is not None and meta.max_steps == 10 and meta.time_limit_s == 86400 and meta.sandbox == "local"
+    assert meta.host_cpus and meta.host_memory_bytes and meta.version == "v1" and meta.holdout == "mlebench"
+    assert meta.started_at and meta.ended_at and meta.started_at <= meta.ended_at
+    assert meta.submission_path and meta.submission_path.endswith("submission.csv")
     assert "| aerial-cactus-identification | 2 | 0 |" in (out / "report.md").read_text()
 
 
@@ -241,8 +251,16 @@ def test_resume_plays_only_unrecorded_episodes_and_keeps_crashes(tmp_path: Path,
     assert main([*argv, "--seeds", "3"]) == 1
     assert "already holds 2 of these episodes; pass --resume" in capsys.readouterr().err
     assert main([*argv, "--seeds", "3", "--resume"]) == 0
+    assert "running 1 episode(s) of agent 'crash-on-seed-one' into" in capsys.readouterr().err
     on_disk = load_results(tmp_path)
     assert sorted((r.seed, r.status) for r in on_disk) == [(0, "finished"), (1, "crashed"), (2, "finished")]
+    # Nothing left: it says so, plays nothing, prints no table and rewrites nothing.
+    before = (tmp_path / "results.jsonl").read_bytes()
+    assert main([*argv[:-1], "--seeds", "3", "--resume"]) == 0
+    captured = capsys.readouterr()
+    assert ("nothing to do: all 3 episode(s) asked for are already recorded in " + str(tmp_path)) in captured.err
+    assert "episodes done" not in captured.err and captured.out == ""
+    assert (tmp_path / "results.jsonl").read_bytes() == before
     # another configuration must not land in the same folder
     assert main([*argv[:-2], "max_actions=2", "-q", "--seeds", "1", "--resume"]) == 1
     err = capsys.readouterr().err
@@ -313,7 +331,13 @@ def test_kaggle_data_is_checked_before_any_episode(tmp_path: Path, monkeypatch: 
     assert ("the Kaggle data of 2 competition(s) is not prepared: aerial-cactus-identification, "
             "spooky-author-identification; run `mle-gym prepare aerial-cactus-identification "
             "spooky-author-identification` first (no episode was started)") in err
-    assert not (out / "results.jsonl").exists()
+    assert not out.exists()
+    # Without -q too: no progress line, no "running" line, no folder.
+    assert main(["run", "aerial-cactus", "--agent", "random", "--sandbox", "local", "--data", "kaggle",
+                 "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "not prepared" in err and "running" not in err and "episodes done" not in err and "[0/" not in err
+    assert not out.exists()
 
 
 def test_credentials_in_agent_options_are_never_written() -> None:
