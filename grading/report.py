@@ -82,6 +82,13 @@ def _report(
     )
 
 
+def score_report(
+    competition_id: str, figures: LeaderboardFigures, score: float, *, sample_data: bool,
+) -> GradeReport:
+    """The report of a valid submission with this (already rounded) score: its medal, percentile and flags."""
+    return _report(competition_id, figures, sample_data=sample_data, exists=True, score=score, reason=None)
+
+
 def invalid_report(
     competition_id: str, figures: LeaderboardFigures, *, sample_data: bool, reason: str, exists: bool = True,
 ) -> GradeReport:
