@@ -196,6 +196,15 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    if args.format == "mlebench":  # run folders to MLE-bench's runs/ layout (mle_gym.records.mlebench)
+        from mle_gym.records.mlebench import MLEBenchExportError, describe_export, export_mlebench
+
+        if not args.out:
+            raise MLEBenchExportError("--format mlebench writes a folder: give it with --out DIR")
+        exported = export_mlebench(args.trajectories, args.out, experiment_id=args.experiment_id,
+                                   allow_incomparable=args.allow_incomparable)
+        print("\n".join(describe_export(exported, args.out)), file=sys.stderr)
+        return 0
     from mle_gym.records.export import iter_records, write_jsonl
 
     records = iter_records(_expand(args.trajectories), fmt=args.format, include_incomplete=not args.skip_incomplete,
@@ -255,11 +264,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("export", help="export trajectories for fine-tuning (openai-chat, trl) or RL (rollouts)")
     p.add_argument("trajectories", nargs="+", metavar="TRAJ", help="trajectory .jsonl file(s) or run folder(s)")
-    p.add_argument("--format", choices=("openai-chat", "trl", "rollouts"), default="openai-chat",
+    p.add_argument("--format", choices=("openai-chat", "trl", "rollouts", "mlebench"), default="openai-chat",
                    help="openai-chat: OpenAI's fine-tuning chat format, exactly what the model saw and said; "
                         "trl: TRL's conversational prompt-completion format (no-train turns only in prompts; tool-call "
                         "arguments as objects); "
-                        "rollouts: one line per run and competition grouping its episodes with reward and medal report")
+                        "rollouts: one line per run and competition grouping its episodes with reward and medal report; "
+                        "mlebench: run folders as MLE-bench's leaderboard takes them (--out DIR: runs/<group>/ "
+                        "grading reports, one group per seed, runs/run_group_experiments.csv, a README row template)")
+    p.add_argument("--out", metavar="DIR", help="--format mlebench: the folder to write runs/ and the templates into")
+    p.add_argument("--experiment-id", metavar="ID", help="--format mlebench: the experiment id (default: "
+                   "mle-gym-<agent>[-<model>]-<config id>)")
+    p.add_argument("--allow-incomparable", action="store_true", help="--format mlebench: export runs on sample "
+                   "data, another task version or a holdout too (the templates say they are not leaderboard numbers)")
     p.add_argument("--min-reward", type=float, help="only episodes whose total reward is at least this")
     p.add_argument("--medal", choices=("any", "bronze", "silver", "gold"),
                    help="only episodes with at least this medal")

@@ -392,6 +392,11 @@ def _dedupe(records: list[EpisodeRecord], on_duplicate: DuplicatePolicy) -> tupl
     return keep, len(records) - len(keep)
 
 
+def dedupe(records: Iterable[EpisodeRecord], on_duplicate: DuplicatePolicy = "error") -> list[EpisodeRecord]:
+    """One record per (competition, seed) of one run identity, as `summarize` keeps them (see `on_duplicate`)."""
+    return _dedupe(list(records), on_duplicate)[0]
+
+
 def summarize(records: Iterable[EpisodeRecord], *, on_duplicate: DuplicatePolicy = "error",
               exclude_flagged: bool = False, flag_severity: Severity = "low",
               answer_dependent_calls: list[str] | None = None) -> RunReport:
