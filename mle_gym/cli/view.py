@@ -13,7 +13,7 @@ from mle_gym.records.viewer.server import make_server
 
 
 def _cmd_view(args: argparse.Namespace) -> int:
-    target = write_page(args.paths, args.out, max_chars=args.max_chars)
+    target = write_page(args.paths, args.out, max_chars=args.max_chars, baseline=args.baseline)
     print(f"wrote {target} ({target.stat().st_size / 1e6:.2f} MB)", file=sys.stderr)
     if not args.serve:
         return 0
@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"where to write the page (default: RUN/{DEFAULT_PAGE}, or TRAJ.html next to a trajectory)")
     p.add_argument("--max-chars", type=int, default=DEFAULT_MAX_CHARS,
                    help="clip each observation, argument and model text to this many characters (0: all)")
+    p.add_argument("--baseline", metavar="RUN", default=None,
+                   help="the run the others are compared to: its config id or a part of its label (default: the first)")
     p.add_argument("--serve", action="store_true", help="also serve the page on 127.0.0.1 until Ctrl-C")
     p.add_argument("--port", type=int, default=8000, help="the port for --serve (0: any free one)")
     p.set_defaults(func=_cmd_view)

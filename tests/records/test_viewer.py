@@ -110,6 +110,28 @@ def page(run_dir: Path) -> Path:
     return write_page([run_dir])
 
 
+RIVAL = "rival<b onmouseover=window.__pwned=5>x</b>"  # an agent name is text from a file too
+
+
+@pytest.fixture(scope="module")
+def rival_dir(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Path:
+    """A second agent on the same competitions: spooky twice (a valid sample submission, then a bad file), insults once."""
+    run = tmp_path_factory.mktemp("rivalrun")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLE_GYM_DATA", str(data_root))
+        _play(run, "spooky", 0, [{"name": "list_dir", "arguments": {"path": "{data}"}},
+                                 {"name": "nope", "arguments": {}}, *_submit_sample()], agent=RIVAL)
+        _play(run, "spooky", 1, [{"name": "write_file", "arguments": {"path": "{sub}", "content": "id,EAP\n1,2\n"}},
+                                 {"name": "submit", "arguments": {"path": "{sub}"}}], agent=RIVAL)
+        _play(run, "insults", 0, [*_submit_sample()], agent=RIVAL)
+    return run
+
+
+@pytest.fixture(scope="module")
+def compare_page(run_dir: Path, rival_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_page([run_dir, rival_dir], tmp_path_factory.mktemp("compare") / "compare.html")
+
+
 # -- the page as text (always run) --------------------------------------------------------------------
 def test_page_lists_every_episode_of_the_run(run_dir: Path, page: Path) -> None:
     assert page == run_dir / "view.html"
@@ -192,7 +214,7 @@ def test_two_run_identities_get_two_tables(run_dir: Path, tmp_path: Path) -> Non
                                                  for r in rows))
     text = render_page(collect_episodes([run_dir, other]))
     assert text.count('<section class="run">') == 2 and text.count('<details class="episode"') == 6
-    assert "<h2>other-agent · config " in text and "<h2>test-agent · config " in text
+    assert "run 1: other-agent · config " in text and "run 2: test-agent · config " in text
 
 
 def test_a_path_with_no_run_is_refused(tmp_path: Path) -> None:
@@ -282,7 +304,8 @@ def test_browser_loads_the_run_without_errors(browser: Any, page: Path) -> None:
     browser.find_element(By.LINK_TEXT, "detecting-insults-in-social-commentary").click()
     opened = [e for e in browser.find_elements(By.CSS_SELECTOR, "details.episode") if e.get_attribute("open")]
     assert len(opened) == 1 and "detecting-insults-in-social-commentary" in opened[0].text
-    assert len(browser.find_elements(By.CSS_SELECTOR, "svg.plot")) == 3  # the split bars and two score strips
+    # two shared score strips, percentile against steps and against time, a timeline per transcript
+    assert len(browser.find_elements(By.CSS_SELECTOR, "svg.plot")) == 2 + 2 + 3
     assert browser.execute_script("return window.__pwned") is None
 
 
@@ -340,3 +363,100 @@ def test_browser_page_fits_a_phone(browser: Any, page: Path) -> None:
     assert width <= client
     assert browser.execute_script("return window.__pwned") is None
     assert _severe(browser) == []
+
+
+# -- comparing runs -----------------------------------------------------------------------------------
+def _compare_table(text: str) -> str:
+    return text.split('<table class="compare">', 1)[1].split("</table>", 1)[0]
+
+
+def test_the_comparison_has_a_row_per_run_and_a_column_per_split_and_competition(compare_page: Path) -> None:
+    text = compare_page.read_text(encoding="utf-8")
+    table = _compare_table(text)
+    head, body = table.split("</thead>")
+    assert body.count("<tr") == 2  # one row per run identity
+    for column in ("Low (Lite)", "All", "detecting-insults-in-social-commentary", "spooky-author-identification"):
+        assert column in head
+    # A split the runs covered in part shows MLE-bench's padded figure and says so, never a bare rate.
+    assert body.count("padded · incomplete: 2 of 22 · over what ran") == 2
+    # The first run is the baseline; the other's cells show their differences to it.
+    assert body.count('<span class="badge ok">baseline</span>') == 1
+    baseline_row, other_row = body.split("</tr>")[:2]
+    assert "Δ" not in baseline_row and other_row.count('class="delta') == 2 + 2  # two splits, two competitions
+    assert '<span class="delta">Δ 0 pp</span>' in other_row  # neither earned a medal: no difference, said so
+    from mle_gym.records.viewer.compare import _delta
+
+    assert _delta(0.5, 0.25, unit=" pp", scale=100) == '<span class="delta up">Δ +25 pp better</span>'
+    assert _delta(0.3, 0.25, unit="", lower_better=True) == '<span class="delta down">Δ +0.05 worse</span>'
+    assert _delta(None, 0.25, unit="") == '<span class="delta">Δ -</span>'
+    # One strip per competition, shared by both runs: dots of both colours on one axis.
+    assert text.count('<figure class="strip">') == 2
+    spooky = text.split("<figcaption>spooky-author-identification</figcaption>", 1)[1].split("</svg>", 1)[0]
+    assert {"#0072B2", "#E69F00"} <= set(re.findall(r'<circle [^>]*fill="(#[0-9A-Fa-f]{6})"', spooky))
+    assert spooky.count('class="lane"') == 2
+    # Per episode: percentile against steps and time, tool errors by type, and a row per episode.
+    assert 'aria-label="leaderboard percentile of each episode against its steps"' in text
+    assert 'aria-label="leaderboard percentile of each episode against its wall time"' in text
+    errors = text.split('<table class="errors">', 1)[1].split("</table>", 1)[0]
+    assert "unknown_tool" in errors or "invalid_action" in errors
+    episodes = text.split('<table class="episodes">', 1)[1].split("</table>", 1)[0]
+    assert episodes.count("<tr>") == 6 + 1 and "1,200 in / 80 out" in episodes and "$0.0021" in episodes
+    assert text.count('<figure class="timeline">') == 6
+
+
+def test_the_baseline_is_chosen_by_config_id_or_label(run_dir: Path, rival_dir: Path, tmp_path: Path) -> None:
+    from mle_gym.records.viewer.page import run_views
+
+    views = run_views(collect_episodes([run_dir, rival_dir]))
+    rival = next(v for v in views if v.label.startswith("rival"))
+    config = rival.label.rsplit("config ", 1)[1]
+    text = write_page([run_dir, rival_dir], tmp_path / "p.html", baseline=config).read_text(encoding="utf-8")
+    rows = _compare_table(text).split("</thead>")[1].split("</tr>")
+    (base_row,) = [row for row in rows if "badge ok" in row]
+    assert esc(rival.label) in base_row and "Δ" not in base_row
+    assert write_page([run_dir, rival_dir], tmp_path / "q.html", baseline="test-agent").is_file()
+    with pytest.raises(ViewerInputError, match="names none of the runs on the page"):
+        write_page([run_dir, rival_dir], tmp_path / "r.html", baseline="nobody")
+    with pytest.raises(ViewerInputError, match="names 2 runs"):
+        write_page([run_dir, rival_dir], tmp_path / "r.html", baseline="config")
+
+
+def test_the_comparison_escapes_what_came_from_the_runs(compare_page: Path) -> None:
+    text = compare_page.read_text(encoding="utf-8")
+    assert "<b onmouseover" not in text and esc(RIVAL) in text
+    assert text.count("<script") == 1
+    assert 'style="' not in text  # colours are classes: the CSP allows no style attribute
+
+
+def _compare_in_browser(browser: Any, compare_page: Path, width: int, height: int) -> None:
+    from selenium.webdriver.common.by import By
+
+    _open(browser, compare_page, width, height)
+    table = browser.find_element(By.CSS_SELECTOR, "table.compare")
+    assert len(table.find_elements(By.CSS_SELECTOR, "tbody tr")) == 2
+    swatches = browser.find_elements(By.CSS_SELECTOR, "table.compare .swatch")
+    colours = {s.value_of_css_property("background-color") for s in swatches}
+    assert colours == {"rgba(0, 114, 178, 1)", "rgba(230, 159, 0, 1)"}  # the palette's classes reach the page
+    page_width, client = browser.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert page_width <= client  # the wide table scrolls in its own box
+    strip = browser.find_elements(By.CSS_SELECTOR, "figure.strip svg")[0]
+    assert strip.size["width"] <= client
+    assert browser.execute_script("return window.__pwned") is None
+    assert _severe(browser) == []
+
+
+def test_browser_shows_the_comparison_on_a_desktop(browser: Any, compare_page: Path) -> None:
+    _compare_in_browser(browser, compare_page, 1280, 900)
+
+
+def test_browser_shows_the_comparison_on_a_phone(browser: Any, compare_page: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    _compare_in_browser(browser, compare_page, 390, 844)
+    # The run column stays in view while the table scrolls sideways.
+    wrap = browser.find_element(By.CSS_SELECTOR, "section.comparison .tablewrap")
+    browser.execute_script("arguments[0].scrollLeft = 400", wrap)
+    cell = browser.find_element(By.CSS_SELECTOR, "table.compare tbody th.runcol")
+    assert cell.value_of_css_property("position") == "sticky"
+    assert cell.location["x"] >= 0 and cell.is_displayed()

@@ -36,8 +36,9 @@ from mle_gym.records.viewer.data import (
     episode_usage,
 )
 from mle_gym.records.viewer.escape import _clip, _fmt_num, _fmt_s, _pct, esc
-from mle_gym.records.viewer.plots import score_svg, split_rates_svg
+from mle_gym.records.viewer.compare import RunView, comparison_section, pick_baseline, timeline_figure
 from mle_gym.records.viewer.template import _CSS, _JS
+from mle_gym.runs.rates import split_rows as split_rows_of
 from mle_gym.runs.rates import (
     RESULTS_FILE,
     SAMPLE_BANNER,
@@ -120,11 +121,12 @@ def _table(head: list[str], rows: list[list[str]], cls: str = "", links: dict[st
     return "".join(out)
 
 
-def _run_section(label: str, episodes: list[Episode]) -> str:
+def _run_section(view: RunView) -> str:
+    label, episodes, report = view.label, view.episodes, view.report
     records = [e.record for e in episodes]
-    report, duplicate_note = _report_for(records)
+    duplicate_note = view.notes[0] if view.notes else None
     usage = {id(e.record): episode_usage(e.trajectory) for e in episodes}
-    out = [f'<section class="run"><h2>{esc(label)}</h2>']
+    out = [f'<section class="run"><h2>{view.swatch}{esc(view.short)}: {esc(label)}</h2>']
     if report.sample_data:
         out.append(f'<p class="banner">{esc(SAMPLE_BANNER)}: some or all of these results were graded on '
                    "sample data, made up from the competition's format; the medal figures mean nothing "
@@ -140,15 +142,24 @@ def _run_section(label: str, episodes: list[Episode]) -> str:
     split_head = ["split", "competitions", "episodes", "errors", "any medal %", "gold %", "silver %",
                   "bronze %", "above median %", "valid %", "any medal 95% CI"]
     split_rows = []
-    for name, s in report.splits.items():
-        ci = s.any_medal_ci
-        split_rows.append([SPLIT_LABELS.get(name, name.capitalize()), str(s.competitions), str(s.episodes),
-                           str(s.errors), *(_pct(s.rates.get(m)) for m in
+    # Over MLE-bench's whole split: a split the run covered in part gets two rows, what ran and MLE-bench's
+    # padded figures, and no bare rate (runs.rates.split_rows).
+    for row_label, s, padded in split_rows_of(report):
+        ci = s.padded_any_medal_ci if padded else s.any_medal_ci
+        rates = s.padded_rates if padded and s.padded_rates is not None else s.rates
+        episodes_text = f"{s.expected_episodes} ({(s.expected_episodes or 0) - s.episodes} missing: failed)" \
+            if padded else str(s.episodes)
+        split_rows.append([row_label, s.coverage(), episodes_text,
+                           str(s.errors), *(_pct(rates.get(m)) for m in
                                             ("any_medal", "gold_medal", "silver_medal", "bronze_medal",
                                              "above_median", "valid_submission")),
                            "-" if ci is None else f"{100 * ci.low:.1f}–{100 * ci.high:.1f}"])
     out.append("<h3>Per MLE-bench split</h3>")
     out.append(_table(split_head, split_rows, "splits"))
+    if report.metadata:
+        out.append('<dl class="meta runmeta">' + "".join(
+            f"<dt>{esc(heading)}</dt><dd>{esc(' | '.join(values))}{' (mixed)' if len(values) > 1 else ''}</dd>"
+            for heading, values in report.metadata.items()) + "</dl>")
     notes = []
     if report.pass_at_k:
         notes.append("pass@k: " + ", ".join(f"pass@{k} {100 * v:.1f}%" for k, v in report.pass_at_k.items()))
@@ -156,13 +167,6 @@ def _run_section(label: str, episodes: list[Episode]) -> str:
                  "episode counts (a crashed one counts as no medal unless its submission could be graded).")
     notes += report.problems
     out.append("<ul class=\"notes\">" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
-    out.append('<h3>Medal rates by split</h3><figure>' + split_rates_svg(report) + "</figure>")
-    out.append("<h3>Scores against the medal thresholds</h3>")
-    by_comp: dict[str, list[EpisodeRecord]] = defaultdict(list)
-    for r in records:
-        by_comp[r.competition].append(r)
-    for comp, rs in sorted(by_comp.items()):
-        out.append(f'<figure class="strip"><figcaption>{esc(comp)}</figcaption>{score_svg(comp, rs)}</figure>')
     out.append("</section>")
     return "".join(out)
 
@@ -326,6 +330,7 @@ def _episode_html(e: Episode, max_chars: int) -> str:
         meta.append(("agent options", _json(r.agent_options)))
     out.append('<dl class="meta">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in meta if v is not None)
                + "</dl>")
+    out.append(timeline_figure(traj))
     out.append(f'<details class="content prompt"><summary>prompt ({len(h.prompt):,} chars)</summary>'
                f'{_pre(h.prompt, "prompt", 0)}</details>')
     system = next((c.system for c in traj.model_calls if c.system), None)
@@ -413,19 +418,34 @@ def _summary_or_plain(e: Episode) -> str:
         return f'<summary><span class="comp">{esc(e.record.competition)}</span> · seed {esc(e.record.seed)}</summary>'
 
 
-def render_page(episodes: Sequence[Episode], *, title: str = "mle-gym run",
-                max_chars: int = DEFAULT_MAX_CHARS) -> str:
-    """The whole page as one string: table and plots per run identity, then every transcript."""
-    episodes = sorted(episodes, key=lambda e: (e.record.competition, e.record.seed, str(e.path)))
+def run_views(episodes: Sequence[Episode]) -> list[RunView]:
+    """The episodes by run identity, each with its report, a short name (run 1, run 2, ...) and a colour."""
     groups: dict[str, list[Episode]] = defaultdict(list)
     label_of = {id(r): label for label, rs in group_runs([e.record for e in episodes]).items() for r in rs}
     for e in episodes:
         groups[label_of[id(e.record)]].append(e)
+    views = []
+    for i, (label, eps) in enumerate(groups.items()):
+        report, note = _report_for([e.record for e in eps])
+        views.append(RunView(label=label, short=f"run {i + 1}", index=i, episodes=eps, report=report,
+                             notes=[note] if note else []))
+    return views
+
+
+def render_page(episodes: Sequence[Episode], *, title: str = "mle-gym run",
+                max_chars: int = DEFAULT_MAX_CHARS, baseline: str | None = None) -> str:
+    """The whole page as one string: the runs compared, tables per run identity, then every transcript.
+    `baseline` picks the run the others are compared to (a config id or part of a label; default the first)."""
+    episodes = sorted(episodes, key=lambda e: (e.record.competition, e.record.seed, str(e.path)))
+    views = run_views(episodes)
+    base = pick_baseline([v.label for v in views], baseline)
+    groups = {v.label: v.episodes for v in views}
     body = [f"<h1>{esc(title)}</h1>",
             f'<p class="dim">{len(episodes)} episode(s) · {len({e.record.competition for e in episodes})} '
             f"competition(s) · {len(groups)} run identit{'y' if len(groups) == 1 else 'ies'}</p>"]
-    for label, eps in groups.items():
-        body.append(_run_section(label, eps))
+    body.append(comparison_section(views, base))
+    for view in views:
+        body.append(_run_section(view))
     body.append('<h2 id="episodes">Episodes</h2>')
     body.append('<div class="toolbar"><input id="q" type="search" placeholder="search steps: a command, an error, '
                 'a file name…" aria-label="search steps"><button id="expand" type="button">open all</button>'
@@ -455,12 +475,12 @@ def _default_out(paths: Sequence[Path]) -> Path:
 
 
 def write_page(paths: Sequence[Path | str], out: Path | str | None = None, *,
-               max_chars: int = DEFAULT_MAX_CHARS) -> Path:
+               max_chars: int = DEFAULT_MAX_CHARS, baseline: str | None = None) -> Path:
     """Collect the episodes under `paths`, render the page and write it; returns where."""
     given = [Path(p) for p in paths]
     episodes = collect_episodes(given)
     title = "mle-gym: " + ", ".join(p.name or str(p) for p in given)
-    page = render_page(episodes, title=title, max_chars=max_chars)
+    page = render_page(episodes, title=title, max_chars=max_chars, baseline=baseline)
     target = Path(out) if out is not None else _default_out(given)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(page, encoding="utf-8")

@@ -15,6 +15,10 @@ from mle_gym.runs.rates import (
 
 MEDAL_COLOURS = {"gold": "#c9a227", "silver": "#9ea3a8", "bronze": "#b0713a", "any": "#3f6fb0",
                  "median": "#777777", "none": "#555555", "invalid": "#c0392b"}
+# One colour per run: Okabe & Ito's colour-blind-safe palette (its yellow left out: it vanishes on white),
+# then darker variants. Fixed here, never read from a file.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000", "#7a5195",
+           "#003f5c", "#9c6b00", "#00664d", "#8c3a6b")
 
 def _svg_open(width: int, height: int, label: str) -> str:
     return (f'<svg class="plot" viewBox="0 0 {width} {height}" role="img" aria-label="{esc(label)}" '

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mle_gym.records.viewer.plots import PALETTE
+
 _CSS = """
 :root{--fg:#1d1d1f;--dim:#666;--bg:#fff;--card:#f6f7f9;--line:#dde1e6;--bad:#b3261e;--ok:#1e7b34;--hit:#ffe066}
 *{box-sizing:border-box}
@@ -51,9 +53,27 @@ pre.cmd{background:#eef4fb}pre.say{background:#f1f8ef}pre.err{background:#fdecea
 mark{background:var(--hit);color:inherit}
 .end{font-size:.9em;color:var(--dim)}
 .grade{border-top:1px solid var(--line);margin-top:.5em;padding-top:.3em}.grade.bad{color:var(--bad)}
+.swatch{display:inline-block;width:.8em;height:.8em;border-radius:50%;margin-right:.35em;vertical-align:-.05em}
+.legend{list-style:none;padding:0;margin:.3em 0;font-size:.9em}.legend li{overflow-wrap:anywhere;margin:.15em 0}
+table.compare th,table.compare td{white-space:normal;vertical-align:top;min-width:7.5em}
+table.compare th.comp{overflow-wrap:anywhere;max-width:12em}
+th.runcol{position:sticky;left:0;z-index:1;background:var(--card);text-align:left;min-width:9em;max-width:16em;
+ overflow-wrap:anywhere;font-weight:600}
+table.compare tr.baseline td{background:#f3f8ff}
+.v{font-weight:600;white-space:nowrap}.delta{font-size:.85em;white-space:nowrap}
+.delta.up{color:var(--ok)}.delta.down{color:var(--bad)}td.none{color:var(--dim)}
+.pair{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,420px),1fr));gap:.5em}
+svg .lane{font-size:13px;font-weight:600}
+figure.timeline svg.plot{max-width:640px}
+.runmeta{font-size:.85em}.small{font-size:.8em;margin:.1em 0}
 @media (max-width:600px){body{font-size:14px}main{padding:8px}pre{font-size:12px;max-height:24em}
- svg .tick{font-size:19px}svg .lbl{font-size:20px}}
+ svg .tick{font-size:19px}svg .lbl{font-size:20px}svg .lane{font-size:20px}
+ table.compare th,table.compare td{min-width:6.5em}th.runcol{min-width:5.5em;max-width:7em}
+ th.runcol .dim{display:none}}
 """
+
+# A class per run colour (a style attribute would be blocked by the page's CSP).
+_CSS += "".join(f".c{i}{{background:{colour}}}" for i, colour in enumerate(PALETTE)) + "\n"
 
 _JS = """
 (function(){
