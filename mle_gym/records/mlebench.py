@@ -288,8 +288,8 @@ def _write_readme(out_dir: Path, exp: ExportedExperiment, report: RunReport, row
               "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|",
               "| " + " | ".join(row) + " |", ""]
     if PADDED_NOTE in "".join(exp.leaderboard.values()):
-        lines += [f"{PADDED_NOTE}: Computed by padding incomplete seeds with failing scores (the run did not cover "
-                  "the whole split; `aggregate_grading_reports.py --pad-missing` gives these numbers).", ""]
+        lines += [(f"{PADDED_NOTE}: Computed by padding incomplete seeds with failing scores (the run did not "
+                   "cover the whole split; `aggregate_grading_reports.py --pad-missing` gives these numbers)."), ""]
     lines += ["Experiment row (runs/README.md):", "", "| **experiment_id** | **notes** |", "|---|---|",
               f"| {exp.experiment_id} | {_experiment_note(report, rows)} |", "",
               "Run metadata:", "", *(f"- {line}" for line in header_lines(report)), "",

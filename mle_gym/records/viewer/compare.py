@@ -425,10 +425,10 @@ def comparison_section(runs: Sequence[RunView], baseline: str) -> str:
     """The whole comparison: legend, table, strips, per-episode plots and tables."""
     comps = sorted({e.record.competition for r in runs for e in r.episodes})
     out = ['<section class="comparison" id="compare"><h2>Runs compared</h2>', legend(runs),
-           f'<p class="dim">Differences (Δ) are to the baseline run, {esc(next(r.short for r in runs if r.label == baseline))}'
-           " (`mle-gym view --baseline CONFIG_ID` picks another). Split columns are MLE-bench's whole-split any-medal "
-           "figure: the rate when the run covered the split, MLE-bench's padded rate (each missing episode a failed "
-           "report) when it did not.</p>",
+           (f'<p class="dim">Differences (Δ) are to the baseline run, '
+            f"{esc(next(r.short for r in runs if r.label == baseline))} (`mle-gym view --baseline CONFIG_ID` picks "
+            "another). Split columns are MLE-bench's whole-split any-medal figure: the rate when the run covered the "
+            "split, MLE-bench's padded rate (each missing episode a failed report) when it did not.</p>"),
            comparison_table(runs, baseline),
            "<h3>Scores on one axis per competition</h3>"]
     out += [strip_figure(comp, runs) for comp in comps]
