@@ -79,6 +79,26 @@ class EnvConfig(BaseModel):
     warm_pool_depth: int | None = Field(default=None, ge=1, le=16, description="Docker: spare containers kept "
                                         "started per env (default 1); more keep back-to-back resets at swap cost")
     sandbox_options: dict[str, Any] = Field(default_factory=dict, description="extra backend options")
+    # Branches (mle_gym.envs.checkpoint): checkpoints on the way, where they are kept, how much they may hold.
+    checkpoint_every_s: float | None = Field(
+        default=None, gt=0, description="write a checkpoint after the first step that ends this many seconds after "
+        "the last one (crash resume: `mle-gym run --resume` continues from the last; info['checkpoint'] says)")
+    checkpoint_every_steps: int | None = Field(default=None, ge=1, description="write a checkpoint every N steps")
+    checkpoint_dir: str | None = Field(
+        default=None, description="a host folder that keeps this env's checkpoints past its process (default: a "
+        "temporary folder, removed when the env and its forks close); never visible in a sandbox")
+    checkpoint_limit: str | None = Field(
+        default=None, description="most bytes the checkpoints of an env and its forks may hold on the host "
+        "(default: disk_limit)")
+
+    @field_validator("checkpoint_limit")
+    @classmethod
+    def _checkpoint_limit(cls, value: str | None) -> str | None:
+        if value is not None:
+            from mle_gym.units import parse_size
+
+            parse_size(value)
+        return value
 
     @field_validator("sample_seed")
     @classmethod

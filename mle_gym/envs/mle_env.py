@@ -6,6 +6,9 @@ import difflib
 import logging
 import threading
 import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -16,10 +19,27 @@ from mle_gym.competitions.holdout import check_holdout, holdout_problem
 from mle_gym.competitions.mlebench_text import MLEBenchText, load_mlebench_text
 from mle_gym.config import make_config
 from mle_gym.envs import host_memory
+from mle_gym.envs.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointMismatchError,
+    CheckpointStore,
+    as_checkpoint,
+    check_same,
+    restore_checkpoint,
+    restore_note,
+    take_checkpoint,
+)
 from mle_gym.envs.prompt import build_mlebench_prompt, build_prompt, hardware_of
 from mle_gym.envs.spaces import TextObservation, ToolCallSpace
 from mle_gym.envs.submission import SubmissionService
-from mle_gym.errors import CompetitionNotFoundError, EpisodeEndedError, ResetOptionError, SandboxPathError
+from mle_gym.errors import (
+    CompetitionNotFoundError,
+    EpisodeEndedError,
+    ResetOptionError,
+    SandboxError,
+    SandboxPathError,
+)
 from mle_gym.grading import GradeReport
 from mle_gym.grading.isolated import GradingLimits, warm_up
 from mle_gym.registry import split_members
@@ -33,8 +53,12 @@ from mle_gym.units import parse_size
 
 log = logging.getLogger(__name__)
 
-RESET_OPTIONS = ("competition",)
-"""What `reset(options=...)` takes: "competition" switches to another competition (id or alias)."""
+RESET_OPTIONS = ("competition", "checkpoint", "resume")
+"""What `reset(options=...)` takes: "competition" switches to another competition (id or alias);
+"checkpoint" (a Checkpoint or its bytes) starts the episode from that saved state, "resume": True
+marks it as the same episode resumed after a crash (`mle-gym run --resume`)."""
+AUTO_CHECKPOINTS_KEPT = 2
+"""Automatic checkpoints (checkpoint_every_s / checkpoint_every_steps) kept per env; older ones are dropped."""
 
 MEDAL_REWARD = {"gold": 3.0, "silver": 2.0, "bronze": 1.0, "none": 0.0}
 
@@ -91,8 +115,15 @@ class MLEEnv(gym.Env[str, dict]):
 
     ## Reset Options
     `reset(options={"competition": ID})` switches to another competition with the same settings;
-    any other option raises `ResetOptionError`. `mle/split-<name>` (low, medium, high, lite, all,
-    dev) draws each reset's competition from that MLE-bench split, with the reset's seed.
+    `reset(options={"checkpoint": c})` starts an episode from a saved state (see Branches); any other
+    option raises `ResetOptionError`. `mle/split-<name>` (low, medium, high, lite, all, dev) draws
+    each reset's competition from that MLE-bench split, with the reset's seed.
+
+    ## Branches
+    `checkpoint()` saves the episode's state at a step boundary (its folders, budgets used, step,
+    prompt; not its processes); `restore(c)` continues the episode from it in a fresh sandbox;
+    `fork(c=None)` returns a second, independent env starting from it; `reset(options={"checkpoint": c})`
+    starts an episode from it. `mle_gym.envs.checkpoint` says what a checkpoint holds and what holds it.
 
     ## Version History
     - v0 (mle-gym 0.1): first release.
@@ -117,6 +148,7 @@ class MLEEnv(gym.Env[str, dict]):
                 log.info('holdout="train": %d competition(s) of the split left out: %s', len(left_out), left_out)
             competition = self.split[0]
             self.config = self.config.model_copy(update={"competition": competition})
+        self._options = dict(options)  # what a fork is made with
         self.competition: Competition = get_competition(competition).for_version(self.config.version)
         if self.config.holdout == "train":
             check_holdout(self.competition, self.config.data)
@@ -128,6 +160,7 @@ class MLEEnv(gym.Env[str, dict]):
         self.tools = openai_tools()
         self.anthropic_tools = anthropic_tools()
         self.dataset: Dataset | None = None
+        self._data_seed: int | None = None  # the seed of this episode's data when it is made per episode
         self._lease: DatasetLease | None = None  # held on the dataset of the episode when it is made for episodes
         self._mlebench_text: MLEBenchText | None = None
         self.sandbox: Sandbox | None = None
@@ -138,6 +171,21 @@ class MLEEnv(gym.Env[str, dict]):
         self._started = 0.0
         self._last_observation = ""
         self._closed = False
+        # branches (mle_gym.envs.checkpoint): this episode's id and tree, how it began, where its checkpoints go
+        self.episode_id: str | None = None
+        self.tree_id: str | None = None
+        self.branch: dict[str, Any] | None = None
+        """How the current episode began when not from a plain reset: kind (restore, fork, resume, reset),
+        checkpoint_id, parent_episode_id, parent_step, tree_id, resumed. Also in reset's info["branch"]."""
+        self.restored: tuple[str, dict[str, Any]] | None = None
+        """What a fork's (or restore's) first observation and info are: show them to the agent."""
+        self._store: CheckpointStore | None = None
+        self._parent_checkpoint_id: str | None = None
+        self._seed: int | None = None
+        self._prompt = ""
+        self._auto_ids: list[str] = []
+        self._last_auto = 0.0
+        self._listeners: list[Callable[[str, dict[str, Any]], None]] = []
         # Counted among the Docker episodes alive on this machine from now on, so that envs made side by
         # side (a vector env's) share its memory under memory="auto" (see mle_gym.envs.host_memory).
         self._live = host_memory.register_episode() if self.config.sandbox == "docker" else None
@@ -174,14 +222,36 @@ class MLEEnv(gym.Env[str, dict]):
         super().reset(seed=seed)
         if self._closed:
             raise EpisodeEndedError("this environment was closed; make a new one with gym.make(...)")
-        if self.split and not (options and "competition" in options):
+        checkpoint, kind = None, "reset"
+        if options and ("checkpoint" in options or "resume" in options):
+            options = dict(options)
+            resume = options.pop("resume", False)
+            if not isinstance(resume, bool):
+                raise ResetOptionError(f"reset(options={{'resume': ...}}) takes True or False, got {resume!r}")
+            if "checkpoint" not in options:
+                raise ResetOptionError("reset(options={'resume': True}) needs the checkpoint to resume from: "
+                                       "options={'checkpoint': c, 'resume': True}")
+            checkpoint = as_checkpoint(options.pop("checkpoint"))
+            kind = "resume" if resume else "reset"
+            if self.split and "competition" not in options and checkpoint.competition in self.split:
+                options["competition"] = checkpoint.competition
+        return self._begin(seed=seed, options=options, checkpoint=checkpoint, kind=kind)
+
+    def _begin(self, *, seed: int | None, options: dict[str, Any] | None, checkpoint: Checkpoint | None,
+               kind: str) -> tuple[str, dict[str, Any]]:
+        """Start an episode: fresh, or from `checkpoint` (kind: reset, resume, restore or fork)."""
+        if self.split and checkpoint is None and not (options and "competition" in options):
             # a split env draws its competition from the reset's seed (np_random is seeded by it)
             drawn = self.split[int(self.np_random.integers(len(self.split)))]
             options = {**(options or {}), "competition": drawn}
         if options:
             self._apply_reset_options(options)
+        if checkpoint is not None:
+            check_same(checkpoint, competition=self.competition.id, version=self.config.version, data=self.config.data,
+                       sample_seed=self.config.sample_seed, holdout=self.config.holdout, sandbox=self.config.sandbox)
         if self.config.data_per_episode:
-            self._open_episode_data(seed)
+            # a branch of an episode (restore, fork, a reset or resume from its checkpoint) runs on that episode's data
+            self._open_episode_data(checkpoint.manifest.data_seed if checkpoint is not None else seed)
         elif self.dataset is None:
             assert isinstance(self.config.sample_seed, int)
             self.dataset = load_dataset(self.competition, self.config.data, seed=self.config.sample_seed)
@@ -215,6 +285,14 @@ class MLEEnv(gym.Env[str, dict]):
         )
         self._steps = 0
         self._started = time.monotonic()
+        self._seed = seed
+        self.episode_id = uuid.uuid4().hex
+        self.tree_id, self.branch, self._parent_checkpoint_id, self.restored = self.episode_id, None, None, None
+        self._auto_ids = []
+        restored: dict[str, Any] | None = None
+        if checkpoint is not None:
+            restored = self._restore_files(checkpoint, kind)
+        self._last_auto = time.monotonic()
         self._active = True
         described = self.sandbox.describe()
         if self._mlebench_text is not None:
@@ -229,6 +307,10 @@ class MLEEnv(gym.Env[str, dict]):
                 isolation=described.get("isolation", "unknown"), installed=self.sandbox.image_manifest(),
                 hardware=hardware_of(described),
             )
+        self._prompt = prompt  # the task as this sandbox puts it (a restored one's folders may lie elsewhere)
+        if checkpoint is not None:
+            prompt = prompt + "\n\n" + restore_note(checkpoint, self.sandbox, steps_left=max(
+                self.config.max_steps - self._steps, 0), time_left_s=self._time_left())
         self._last_observation = prompt
         info = {
             "competition": self.competition.id,
@@ -244,14 +326,19 @@ class MLEEnv(gym.Env[str, dict]):
             "max_steps": self.config.max_steps,
             "time_limit_s": self.config.time_limit_s,
             "sandbox": described,
+            "episode_id": self.episode_id,
             **self._budget_info(),
         }
+        if self.branch is not None:
+            info["branch"] = dict(self.branch)
+            info["restored"] = restored
         return prompt, info
 
     def _open_episode_data(self, seed: int | None) -> None:
         """This episode's dataset (holdout="train", sample_seed="episode"), seeded by the reset's seed
         (a draw from the env's generator when none is given), held while the episode runs."""
         episode_seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
+        self._data_seed = episode_seed  # a checkpoint names it, so that a branch runs on the same data
         per_episode = self.config.sample_seed == "episode"
         dataset, lease = open_episode_dataset(
             self.competition, self.config.data, sample_seed=episode_seed if per_episode else int(self.config.sample_seed),
@@ -267,6 +354,144 @@ class MLEEnv(gym.Env[str, dict]):
         self.dataset = dataset
         if old_lease is not None:
             old_lease.release()
+
+    # -- branches ------------------------------------------------------------------------
+    def _restore_files(self, checkpoint: Checkpoint, kind: str) -> dict[str, Any]:
+        """Put `checkpoint`'s files into the (fresh) sandbox and its budgets into the episode."""
+        assert self.sandbox is not None
+        store = self._ensure_store()
+        checkpoint = checkpoint.in_store(store)
+        try:
+            summary = restore_checkpoint(self.sandbox, checkpoint)
+        except BaseException:
+            self._active = False  # half a restore is no state to step from: the next reset starts clean
+            raise
+        self._steps = checkpoint.step
+        self._started = time.monotonic() - checkpoint.manifest.time_used_s
+        if kind != "reset":  # a restore, fork or resume carries on the same tree of episodes
+            self.tree_id = checkpoint.tree_id
+        if self._seed is None:
+            self._seed = checkpoint.manifest.seed
+        self._parent_checkpoint_id = checkpoint.id
+        self.branch = {"kind": kind, "checkpoint_id": checkpoint.id, "parent_episode_id": checkpoint.episode_id,
+                       "parent_step": checkpoint.step, "tree_id": self.tree_id, "resumed": kind == "resume"}
+        if kind == "resume" and checkpoint.manifest.auto:
+            self._auto_ids = [checkpoint.id]
+        return {"files": int(summary.get("files", 0)), "bytes": int(summary.get("bytes", 0))}
+
+    def _ensure_store(self) -> CheckpointStore:
+        if self._store is None or self._store.closed:
+            limit = self.config.checkpoint_limit or self.config.disk_limit
+            limit_bytes = parse_size(limit) if limit else None
+            if self.config.checkpoint_dir:
+                store = CheckpointStore(Path(self.config.checkpoint_dir), limit_bytes=limit_bytes, persistent=True)
+            else:
+                store = CheckpointStore.temporary(limit_bytes=limit_bytes)
+            self._store = store.acquire()
+        return self._store
+
+    def checkpoint(self) -> Checkpoint:
+        """The episode's state now, at a step boundary: every folder the agent can write (with modes, times and
+        links), the steps and seconds used, the prompt, seed and options. Processes are not kept.
+
+        Made by the helper inside the sandbox and kept by the host in this env's checkpoint store (shared
+        with its forks, removed when the last of them closes, unless `checkpoint_dir` was given; bounded by
+        `checkpoint_limit`, by default the disk limit). Raises EpisodeEndedError with no episode running,
+        CheckpointRefusedError when the agent's files cannot be checkpointed, CheckpointLimitError past the
+        limit."""
+        return self._checkpoint(auto=False)
+
+    def _checkpoint(self, *, auto: bool) -> Checkpoint:
+        if not self._active or self.sandbox is None or self.episode_id is None or self.dataset is None:
+            raise EpisodeEndedError("checkpoint() needs a running episode: call it after reset() and before the "
+                                    "episode ends (a checkpoint taken before `submit` lets you branch from there)")
+        assert self.tree_id is not None
+        return take_checkpoint(
+            self.sandbox, self._ensure_store(), tree_id=self.tree_id, episode_id=self.episode_id,
+            parent_checkpoint_id=self._parent_checkpoint_id, competition=self.competition.id,
+            version=self.config.version, data=self.config.data, sample_seed=self.dataset.seed,
+            data_seed=self._data_seed if self.config.data_per_episode else None, holdout=self.config.holdout,
+            sandbox=self.config.sandbox, step=self._steps,
+            time_used_s=round(min(time.monotonic() - self._started, self.config.time_limit_s), 3), seed=self._seed,
+            prompt=self._prompt, options=self.config.model_dump(mode="json"), auto=auto)
+
+    def _check_own(self, checkpoint: Checkpoint, what: str) -> None:
+        if self.tree_id is None or checkpoint.tree_id != self.tree_id:
+            raise CheckpointMismatchError(
+                f"{what}: checkpoint {checkpoint.id[:12]} belongs to another episode (tree {checkpoint.tree_id[:8]}, "
+                f"this env's is {str(self.tree_id)[:8]}); restore() and fork() continue this env's own episode. To "
+                "start a new episode from it, use reset(options={'checkpoint': c})")
+
+    def restore(self, checkpoint: Checkpoint | bytes) -> tuple[str, dict[str, Any]]:
+        """Continue this episode from `checkpoint` (one of its own, or of its forks') in a fresh sandbox (the
+        warm spare): files, step count and time used as they were then. Returns (observation, info) as
+        reset() does; the observation is the prompt and a note telling the agent its processes are gone.
+        A `TrajectoryRecorder` around the env starts a new trajectory file that names its parent."""
+        checkpoint = as_checkpoint(checkpoint)
+        self._check_own(checkpoint, "restore()")
+        if self._closed:
+            raise EpisodeEndedError("this environment was closed; make a new one with gym.make(...)")
+        observation, info = self._begin(seed=None, options=None, checkpoint=checkpoint, kind="restore")
+        self.restored = (observation, info)
+        for listener in list(self._listeners):
+            listener(observation, info)
+        return observation, info
+
+    def fork(self, checkpoint: Checkpoint | bytes | None = None) -> MLEEnv:
+        """A second, independent env whose episode starts from `checkpoint` (default: one taken now): its own
+        sandbox, budgets as at the checkpoint, its own episode id naming this one as parent. What its agent
+        should be shown first is `forked.restored` ((observation, info), as reset() returns). The fork shares
+        this env's checkpoint store, so either may restore or fork the other's checkpoints. Close it as any env."""
+        if checkpoint is None:
+            checkpoint = self.checkpoint()
+        else:
+            checkpoint = as_checkpoint(checkpoint)
+            self._check_own(checkpoint, "fork()")
+        child = type(self)(checkpoint.competition, render_mode=self.render_mode, **self._options)
+        try:
+            child.split = list(self.split)
+            child.config = self.config
+            child.spec = self.spec
+            child.competition = self.competition
+            child.dataset, child._mlebench_text = self.dataset, self._mlebench_text
+            child._store = self._ensure_store().acquire()
+            child.tree_id = self.tree_id
+            child.restored = child._begin(seed=None, options=None, checkpoint=checkpoint, kind="fork")
+        except BaseException:
+            child.close()
+            raise
+        return child
+
+    def drop_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Free the store of a checkpoint no longer needed (its blobs no other checkpoint uses go too)."""
+        if self._store is not None:
+            self._store.drop(checkpoint.id)
+
+    def add_episode_listener(self, listener: Callable[[str, dict[str, Any]], None]) -> None:
+        """`listener(observation, info)` runs when `restore()` begins a new branch of the episode in this env
+        (what reset() would have returned); the trajectory recorder opens a new file there."""
+        self._listeners.append(listener)
+
+    def _auto_due(self) -> bool:
+        cfg = self.config
+        if cfg.checkpoint_every_steps is not None and self._steps % cfg.checkpoint_every_steps == 0:
+            return True
+        return cfg.checkpoint_every_s is not None and time.monotonic() - self._last_auto >= cfg.checkpoint_every_s
+
+    def _auto_checkpoint(self) -> dict[str, Any]:
+        """A checkpoint for crash resume; one that fails is reported in info, and the episode goes on."""
+        started = time.monotonic()
+        self._last_auto = started
+        try:
+            checkpoint = self._checkpoint(auto=True)
+        except (CheckpointError, SandboxError) as exc:
+            log.warning("episode %s: the automatic checkpoint after step %d failed: %s", self.episode_id, self._steps, exc)
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        self._auto_ids.append(checkpoint.id)
+        while len(self._auto_ids) > AUTO_CHECKPOINTS_KEPT:
+            assert self._store is not None
+            self._store.drop(self._auto_ids.pop(0))
+        return {"id": checkpoint.id, "step": checkpoint.step, "seconds": round(time.monotonic() - started, 3)}
 
     def _apply_reset_options(self, options: dict[str, Any]) -> None:
         unknown = [key for key in options if key not in RESET_OPTIONS]
@@ -370,6 +595,8 @@ class MLEEnv(gym.Env[str, dict]):
                           "disk_limit": "episode went over its disk limit",
                           "memory_limit": "agent's processes filled the sandbox's memory"}.get(reason or "", f"{reason} was hit")
                 observation += f"\n[episode over: the {budget}; {self.submission_path} was graded as it stood]"
+        elif self._auto_due():
+            info["checkpoint"] = self._auto_checkpoint()
         self._last_observation = observation
         return observation, reward, terminated, truncated, info
 
@@ -437,6 +664,9 @@ class MLEEnv(gym.Env[str, dict]):
         live, self._live = getattr(self, "_live", None), None
         if live is not None:
             live.release()
+        store, self._store = getattr(self, "_store", None), None
+        if store is not None:
+            store.release()
         super().close()
 
     # -- grading -------------------------------------------------------------------------

@@ -392,7 +392,789 @@ def _write_file(path: str, data: bytes, dir_fd: int | None = None) -> None:
         os.close(fd)
 
 
-class Helper:
+# -- workspace snapshots: the agent's folders as a tar stream, and back -----------------------------
+# A checkpoint is the writable folders as one tar stream (POSIX pax headers: any name, any size,
+# nanosecond times), made here as the agent and read by the host in pieces, as bytes; a restore is
+# such a stream sent back and unpacked here, in a fresh sandbox, as the agent. Either way the host
+# never opens a path of the agent's, and nothing in a stream can reach past the folders it names:
+# every name is looked up one component at a time from the folder's descriptor, never following a
+# link. A member is named "<i>/<path>", <i> the index of its folder in the request's list. A regular
+# file this helper already sent (or wrote in a restore), with its inode, size and times unchanged,
+# goes as a reference to its digest, so a checkpoint costs what changed since the last one. The holes
+# of sparse files stay holes; sockets and devices are left out (counted in the summary).
+
+SNAPSHOT_CHUNK = 4 << 20
+"""Bytes of the stream per request, each way."""
+_TAR_BLOCK = 512
+_TAR_ZERO = bytes(_TAR_BLOCK)
+_TAR_TYPES = {"file": b"0", "hardlink": b"1", "symlink": b"2", "dir": b"5", "fifo": b"6"}
+_TAR_KINDS = {**{v: k for k, v in _TAR_TYPES.items()}, b"\x00": "file"}
+_MAX_PAX = 1 << 20
+_MAX_SEGMENTS = 1024  # holes a sparse file keeps; past that its zeros travel too
+_SNAPSHOT_DEPTH = 4096
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK
+_COPY = 1 << 20
+
+
+def tar_header(name: str, kind: str, mode: int, mtime_ns: int, size: int = 0, link: str = "",
+               extra: dict | None = None) -> bytes:
+    """One member's header in the checkpoint stream (pax: the name, link, size and exact time)."""
+    import tarfile
+
+    info = tarfile.TarInfo(name)
+    info.type = _TAR_TYPES[kind]
+    info.mode = mode & 0o7777
+    info.mtime = mtime_ns // 1_000_000_000
+    info.size = size
+    info.linkname = link
+    info.uname = info.gname = ""
+    info.pax_headers = {"MLEGYM.mtime_ns": str(mtime_ns), **(extra or {})}
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+
+def tar_padding(size: int) -> bytes:
+    return bytes(-size % _TAR_BLOCK)
+
+
+def _tar_number(field: bytes) -> int:
+    if field[:1] in (b"\x80", b"\xff"):
+        raise ValueError("a base-256 number field (not written by mle-gym)")
+    digits = field.split(b"\x00", 1)[0].strip()
+    return int(digits or b"0", 8)
+
+
+def _pax_records(data: bytes) -> dict:
+    records, pos = {}, 0
+    while pos < len(data):
+        space = data.index(b" ", pos)
+        length = int(data[pos:space])
+        if length <= space - pos or pos + length > len(data) or data[pos + length - 1 : pos + length] != b"\n":
+            raise ValueError("a malformed pax record")
+        key, eq, value = data[space + 1 : pos + length - 1].partition(b"=")
+        if not eq:
+            raise ValueError("a pax record without '='")
+        records[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+        pos += length
+    return records
+
+
+class TarReader:
+    """Reads a checkpoint stream fed in pieces of any size (both ends use it).
+
+    `on_begin(member)` for each member (a dict: name, kind, mode, mtime_ns, size, link, pax),
+    `on_data(bytes)` for its content, `on_end()` after it. Raises ValueError on anything a stream of
+    `tar_header`'s does not hold (another member type, a bad checksum, a member after the end).
+    """
+
+    def __init__(self, on_begin, on_data, on_end) -> None:
+        self._begin, self._data, self._end = on_begin, on_data, on_end
+        self._buf = bytearray()
+        self._left = 0
+        self._skip = 0
+        self._pax_size = -1
+        self._pax: dict | None = None
+        self.finished = False
+
+    def feed(self, data: bytes) -> None:
+        if self._left and not self._buf and len(data) <= self._left:
+            self._content(data)  # a piece of a member's content: no copy
+            return
+        self._buf += data
+        buf, pos = self._buf, 0
+        while True:
+            have = len(buf) - pos
+            if self.finished:
+                if buf[pos:].strip(b"\x00"):
+                    raise ValueError("data after the end of the stream")
+                pos = len(buf)
+                break
+            if self._left:
+                take = min(self._left, have)
+                if not take:
+                    break
+                self._content(bytes(buf[pos : pos + take]))
+                pos += take
+            elif self._skip:
+                take = min(self._skip, have)
+                if not take:
+                    break
+                self._skip -= take
+                pos += take
+            elif self._pax_size >= 0:
+                if have < self._pax_size:
+                    break
+                self._pax = _pax_records(bytes(buf[pos : pos + self._pax_size]))
+                pos += self._pax_size
+                self._skip = -self._pax_size % _TAR_BLOCK
+                self._pax_size = -1
+            elif have >= _TAR_BLOCK:
+                self._header(bytes(buf[pos : pos + _TAR_BLOCK]))
+                pos += _TAR_BLOCK
+            else:
+                break
+        del buf[:pos]
+
+    def _content(self, data: bytes) -> None:
+        self._left -= len(data)
+        self._data(data)
+        if not self._left:
+            self._skip = self._pad
+            self._end()
+
+    def _header(self, block: bytes) -> None:
+        if block == _TAR_ZERO:
+            if self._pax is not None:
+                raise ValueError("a pax header with no member after it")
+            self.finished = True
+            return
+        stored = _tar_number(block[148:156])
+        if stored != sum(block[:148]) + 8 * 32 + sum(block[156:]):
+            raise ValueError("a member header with a bad checksum")
+        kind_byte, size = block[156:157], _tar_number(block[124:136])
+        if kind_byte == b"x":
+            if size > _MAX_PAX or self._pax is not None:
+                raise ValueError("an oversized or repeated pax header")
+            self._pax_size = size
+            return
+        kind = _TAR_KINDS.get(kind_byte)
+        if kind is None:
+            raise ValueError(f"a member of type {kind_byte!r}, not one a checkpoint holds")
+        pax, self._pax = self._pax or {}, None
+        name = pax.get("path")
+        if name is None:
+            name = block[:100].split(b"\x00", 1)[0]
+            if block[257:263] == b"ustar\x00" and block[345:500].strip(b"\x00"):
+                name = block[345:500].split(b"\x00", 1)[0] + b"/" + name
+            name = name.decode("utf-8", "surrogateescape")
+        if kind == "dir" and name.endswith("/"):  # tar's spelling of a folder
+            name = name[:-1]
+        link = pax.get("linkpath")
+        if link is None:
+            link = block[157:257].split(b"\x00", 1)[0].decode("utf-8", "surrogateescape")
+        size = int(pax["size"]) if "size" in pax else size
+        if size < 0 or (size and kind != "file"):
+            raise ValueError(f"{name!r}: a {kind} member with content")
+        mtime_ns = int(pax["MLEGYM.mtime_ns"]) if "MLEGYM.mtime_ns" in pax else _tar_number(block[136:148]) * 10**9
+        member = {"name": name, "kind": kind, "mode": _tar_number(block[100:108]) & 0o7777, "mtime_ns": mtime_ns,
+                  "size": size, "link": link, "pax": pax}
+        self._begin(member)
+        self._left, self._pad = size, -size % _TAR_BLOCK
+        if not size:
+            self._end()
+
+    def close(self) -> None:
+        if not self.finished or self._left or self._pax_size >= 0:
+            raise ValueError("the stream ended before its end marker")
+
+
+def segments_of(pax: dict, size: int) -> list:
+    """The (offset, length) pieces of data a file member carries, from its pax record (none: all of it)."""
+    text = pax.get("MLEGYM.sparse")
+    if text is None:
+        return [(0, size)] if size else []
+    pieces = []
+    for part in filter(None, text.split(",")):
+        offset, _, length = part.partition(":")
+        pieces.append((int(offset), int(length)))
+    return pieces
+
+
+def _file_pax(size: int, segments: list, digest: str | None = None) -> dict:
+    pax = {"MLEGYM.size": str(size)}
+    if segments != ([(0, size)] if size else []):
+        pax["MLEGYM.sparse"] = ",".join(f"{o}:{n}" for o, n in segments)
+    if digest is not None:
+        pax["MLEGYM.ref"] = digest
+    return pax
+
+
+def _data_segments(fd: int, info: os.stat_result) -> list:
+    """Where a file holds data: [(0, size)], or its pieces between holes when it has fewer blocks than bytes."""
+    size = info.st_size
+    if not size:
+        return []
+    if info.st_blocks * 512 >= size:
+        return [(0, size)]
+    pieces, pos = [], 0
+    try:
+        while pos < size:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+            if start >= size:
+                break
+            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+            pieces.append((start, end - start))
+            pos = end
+            if len(pieces) > _MAX_SEGMENTS:
+                return [(0, size)]
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: no data past pos; anything else: no hole support
+            return [(0, size)]
+    return pieces
+
+
+def _stat_key(info: os.stat_result) -> tuple:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+class _Snapshot:
+    """The checkpoint stream of some folders, produced piece by piece (`read`)."""
+
+    def __init__(self, roots: list, known: dict, max_bytes: int) -> None:
+        self.known = known  # stat key -> (digest, segments): files the host holds
+        self.cache: dict = {}  # what this stream sends or references: the next `known`, once committed
+        self.max_bytes = max_bytes
+        self.sent = 0
+        self.summary = {"files": 0, "dirs": 0, "symlinks": 0, "hardlinks": 0, "fifos": 0, "bytes": 0,
+                        "sent_bytes": 0, "referenced": 0, "skipped": [], "changed": [], "missing": []}
+        self._inodes: dict = {}
+        self._uid = os.getuid()
+        self._stream = self._walk(roots)
+        self.done = False
+
+    def read(self, size: int) -> bytes:
+        parts, got = [], 0
+        for piece in self._stream:
+            parts.append(piece)
+            got += len(piece)
+            if got >= size:
+                break
+        else:
+            self.done = True
+        return b"".join(parts)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def _skip(self, path: str, why: str) -> None:
+        if len(self.summary["skipped"]) < 100:
+            self.summary["skipped"].append([path, why])
+
+    def _changed(self, path: str) -> None:
+        """A file that changed while it was read: kept as read, never referenced later."""
+        if len(self.summary["changed"]) < 100:
+            self.summary["changed"].append(path)
+
+    def _walk(self, roots: list):
+        for index, root in enumerate(roots):
+            try:
+                fd = os.open(root, _DIR_FLAGS)
+            except OSError:
+                self.summary["missing"].append(root)
+                continue
+            try:
+                info = os.fstat(fd)
+                yield tar_header(str(index), "dir", info.st_mode, info.st_mtime_ns)
+                yield from self._tree(fd, str(index), info.st_dev)
+            finally:
+                os.close(fd)
+        yield _TAR_ZERO + _TAR_ZERO
+
+    def _tree(self, top: int, top_name: str, dev: int):
+        # (folder fd, its member name, its names left, the mode to give it back when done, or None)
+        stack = [(top, top_name, iter(sorted(os.listdir(top))), None)]
+        try:
+            while stack:
+                fd, prefix, names, give_back = stack[-1]
+                name = next(names, None)
+                if name is None:
+                    stack.pop()
+                    if fd != top:
+                        if give_back is not None:
+                            try:
+                                os.fchmod(fd, give_back)
+                            except OSError:
+                                pass
+                        os.close(fd)
+                    continue
+                path = prefix + "/" + name
+                try:
+                    info = os.lstat(name, dir_fd=fd)
+                except OSError:
+                    self._skip(path, "it could not be looked up")
+                    continue
+                mode = info.st_mode
+                if info.st_dev != dev:
+                    self._skip(path, "another file system is mounted there")
+                elif stat.S_ISDIR(mode):
+                    if len(stack) >= _SNAPSHOT_DEPTH:
+                        raise Failure("ELOOP", f"folders nested more than {_SNAPSHOT_DEPTH:,} deep cannot be "
+                                      "checkpointed")
+                    opened = self._open_dir(name, fd, info)
+                    if opened is None:
+                        self._skip(path, "the folder cannot be read")
+                        continue
+                    child, give_back = opened
+                    self.summary["dirs"] += 1
+                    yield tar_header(path, "dir", mode, info.st_mtime_ns)
+                    try:
+                        listing = iter(sorted(os.listdir(child)))
+                    except OSError:
+                        listing = iter(())
+                    stack.append((child, path, listing, give_back))
+                elif stat.S_ISLNK(mode):
+                    try:
+                        target = os.readlink(name, dir_fd=fd)
+                    except OSError:
+                        continue
+                    self.summary["symlinks"] += 1
+                    yield tar_header(path, "symlink", mode, info.st_mtime_ns, link=target)
+                elif stat.S_ISREG(mode):
+                    yield from self._file(name, fd, path, info)
+                elif stat.S_ISFIFO(mode):
+                    self.summary["fifos"] += 1
+                    yield tar_header(path, "fifo", mode, info.st_mtime_ns)
+                else:
+                    self._skip(path, _kind(mode) + " is not kept")
+        finally:
+            for fd, _prefix, _names, give_back in stack:
+                if fd != top:
+                    if give_back is not None:
+                        try:
+                            os.fchmod(fd, give_back)
+                        except OSError:
+                            pass
+                    os.close(fd)
+
+    def _open_dir(self, name: str, parent: int, info: os.stat_result):
+        """(descriptor, mode to give back) of a folder; one of the agent's own that it took its own read
+        or search permission from gets it back while it is walked."""
+        mode = stat.S_IMODE(info.st_mode)
+        give_back = None
+        if info.st_uid == self._uid and mode & 0o500 != 0o500:
+            try:
+                os.chmod(name, mode | 0o700, dir_fd=parent)
+                give_back = mode
+            except OSError:
+                pass
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=parent), give_back
+        except OSError:
+            if give_back is not None:
+                try:
+                    os.chmod(name, give_back, dir_fd=parent)
+                except OSError:
+                    pass
+            return None
+
+    def _open_file(self, name: str, parent: int, info: os.stat_result) -> int | None:
+        """A descriptor to read a file; the agent's own file that it made unreadable to itself is
+        opened with its read permission given back for a moment."""
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+        try:
+            return os.open(name, flags, dir_fd=parent)
+        except PermissionError:
+            if info.st_uid != self._uid:
+                return None
+        except OSError:
+            return None
+        mode = stat.S_IMODE(info.st_mode)
+        try:
+            os.chmod(name, mode | 0o400, dir_fd=parent)
+        except OSError:
+            return None
+        try:
+            return os.open(name, flags, dir_fd=parent)
+        except OSError:
+            return None
+        finally:
+            try:
+                os.chmod(name, mode, dir_fd=parent)
+            except OSError:
+                pass
+
+    def _file(self, name: str, parent: int, path: str, info: os.stat_result):
+        summary = self.summary
+        summary["files"] += 1
+        if info.st_nlink > 1:
+            first = self._inodes.get((info.st_dev, info.st_ino))
+            if first is not None:
+                summary["hardlinks"] += 1
+                yield tar_header(path, "hardlink", info.st_mode, info.st_mtime_ns, link=first)
+                return
+            self._inodes[(info.st_dev, info.st_ino)] = path
+        key = _stat_key(info)
+        known = self.known.get(key)
+        if known is not None:
+            digest, segments = known
+            self.cache[key] = known
+            summary["referenced"] += 1
+            summary["bytes"] += sum(n for _o, n in segments)
+            yield tar_header(path, "file", info.st_mode, info.st_mtime_ns, 0, extra=_file_pax(info.st_size, segments, digest))
+            return
+        fd = self._open_file(name, parent, info)
+        if fd is None:
+            self._skip(path, "the file cannot be read")
+            return
+        try:
+            now = os.fstat(fd)
+            if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino) or not stat.S_ISREG(now.st_mode):
+                self._changed(path)
+                return
+            segments = _data_segments(fd, now)
+            data = sum(n for _o, n in segments)
+            if self.sent + data > self.max_bytes:
+                raise Failure("EFBIG", f"the folders hold more than the {self.max_bytes:,} bytes a checkpoint may "
+                              f"carry (at {path.split('/', 1)[-1]!r})")
+            self.sent += data
+            summary["bytes"] += data
+            summary["sent_bytes"] += data
+            yield tar_header(path, "file", now.st_mode, now.st_mtime_ns, data, extra=_file_pax(now.st_size, segments))
+            import hashlib
+
+            digest, short = hashlib.sha256(), False
+            for offset, length in segments:
+                end = offset + length
+                while offset < end:
+                    chunk = os.pread(fd, min(_COPY, end - offset), offset)
+                    if not chunk:  # it shrank while it was read: the header promised these bytes
+                        chunk, short = bytes(min(_COPY, end - offset)), True
+                    digest.update(chunk)
+                    offset += len(chunk)
+                    yield chunk
+            yield tar_padding(data)
+            after = os.fstat(fd)
+            if short or _stat_key(after)[2:] != _stat_key(now)[2:]:
+                self._changed(path)
+            else:
+                self.cache[_stat_key(after)] = (digest.hexdigest(), segments)
+        finally:
+            os.close(fd)
+
+
+def _clear_folder(top: int) -> None:
+    """Remove what the agent can remove under the folder `top` (a descriptor), by descriptor, no link followed."""
+    uid = os.getuid()
+    stack = [(top, None, "", iter(os.listdir(top)))]
+    while stack:
+        fd, parent, name_there, names = stack[-1]
+        name = next(names, None)
+        if name is None:
+            stack.pop()
+            if parent is not None:
+                os.close(fd)
+                try:
+                    os.rmdir(name_there, dir_fd=parent)
+                except OSError:
+                    pass
+            continue
+        try:
+            info = os.lstat(name, dir_fd=fd)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            try:
+                os.unlink(name, dir_fd=fd)
+            except OSError:
+                pass
+            continue
+        if len(stack) >= _SNAPSHOT_DEPTH:
+            continue
+        try:
+            if info.st_uid == uid and stat.S_IMODE(info.st_mode) & 0o700 != 0o700:
+                os.chmod(name, 0o700, dir_fd=fd)
+            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            stack.append((child, fd, name, iter(os.listdir(child))))
+        except OSError:
+            continue
+
+
+class _Unpack:
+    """Unpacks a checkpoint stream into folders, as fed (`feed`); `finish` sets folders' modes and times."""
+
+    def __init__(self, roots: list, clear: bool) -> None:
+        self.root_fds: list = []
+        for root in roots:
+            try:
+                self.root_fds.append(os.open(root, _DIR_FLAGS))
+            except OSError:
+                self.root_fds.append(None)
+        if clear:
+            for fd in self.root_fds:
+                if fd is not None:
+                    _clear_folder(fd)
+        self.reader = TarReader(self._begin, self._data, self._end)
+        self.dirs: list = []  # (root, parts, mode, mtime_ns), set once everything is in
+        self.cache: dict = {}
+        self.summary = {"files": 0, "dirs": 0, "symlinks": 0, "hardlinks": 0, "fifos": 0, "bytes": 0}
+        self._fds: dict = {}
+        self._out = None
+
+    def close(self) -> None:
+        if self._out is not None:
+            os.close(self._out[0])
+            self._out = None
+        for fd in list(self._fds.values()) + self.root_fds:
+            if fd is not None:
+                os.close(fd)
+        self._fds.clear()
+        self.root_fds = []
+
+    def feed(self, data: bytes) -> None:
+        try:
+            self.reader.feed(data)
+        except ValueError as exc:
+            raise Failure("EBADMSG", f"the restore stream is malformed: {exc}") from None
+
+    # -- names -------------------------------------------------------------------------
+    def _split(self, name: str) -> tuple:
+        head, _, rest = name.partition("/")
+        if not head.isdigit() or int(head) >= len(self.root_fds) or self.root_fds[int(head)] is None:
+            raise Failure("EBADMSG", f"{name!r}: not under a folder being restored")
+        parts = tuple(rest.split("/")) if rest else ()
+        if any(p in ("", ".", "..") or "\x00" in p for p in parts):
+            raise Failure("EBADMSG", f"{name!r}: a name with an empty, '.' or '..' part")
+        return int(head), parts
+
+    def _folder(self, root: int, parts: tuple) -> int:
+        """The descriptor of a folder made earlier in the stream, opened one name at a time, no link followed."""
+        if not parts:
+            return self.root_fds[root]
+        fd = self._fds.get((root, parts))
+        if fd is not None:
+            return fd
+        parent = self._folder(root, parts[:-1]) if len(parts) < 64 else self._walk(root, parts[:-1])
+        try:
+            fd = os.open(parts[-1], _DIR_FLAGS, dir_fd=parent)
+        except OSError as exc:
+            raise Failure("EBADMSG", f"{'/'.join(parts)}: not a folder made earlier in the stream ({exc.strerror})") from None
+        self._fds[(root, parts)] = fd
+        return fd
+
+    def _forget_folders(self) -> None:
+        """Close the folders held open, when many are (called between members only)."""
+        if len(self._fds) >= 256:
+            for old in self._fds.values():
+                os.close(old)
+            self._fds.clear()
+
+    def _walk(self, root: int, parts: tuple) -> int:
+        fd = self.root_fds[root]
+        opened = []
+        try:
+            for part in parts:
+                fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                opened.append(fd)
+        except OSError as exc:
+            raise Failure("EBADMSG", f"{'/'.join(parts)}: not a folder made earlier in the stream ({exc.strerror})") from None
+        finally:
+            for old in opened[:-1]:
+                os.close(old)
+        if opened:
+            self._fds[(root, parts)] = fd
+        return fd
+
+    @staticmethod
+    def _make_room(name: str, parent: int) -> None:
+        try:
+            info = os.lstat(name, dir_fd=parent)
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(info.st_mode):
+            child = os.open(name, _DIR_FLAGS, dir_fd=parent)
+            try:
+                _clear_folder(child)
+            finally:
+                os.close(child)
+            os.rmdir(name, dir_fd=parent)
+        else:
+            os.unlink(name, dir_fd=parent)
+
+    # -- members -----------------------------------------------------------------------
+    def _begin(self, member: dict) -> None:
+        self._forget_folders()
+        root, parts = self._split(member["name"])
+        kind, mode, mtime = member["kind"], member["mode"], member["mtime_ns"]
+        if not parts:
+            if kind != "dir":
+                raise Failure("EBADMSG", f"{member['name']!r}: a folder's own entry that is not a folder")
+            self.dirs.append((root, parts, mode, mtime))
+            return
+        parent, leaf = self._folder(root, parts[:-1]), parts[-1]
+        self.summary[kind + "s"] += 1
+        if kind == "dir":
+            try:
+                os.mkdir(leaf, 0o700, dir_fd=parent)
+            except FileExistsError:
+                if not stat.S_ISDIR(os.lstat(leaf, dir_fd=parent).st_mode):
+                    self._make_room(leaf, parent)
+                    os.mkdir(leaf, 0o700, dir_fd=parent)
+            self.dirs.append((root, parts, mode, mtime))
+            return
+        self._make_room(leaf, parent)
+        if kind == "file":
+            pax = member["pax"]
+            if "MLEGYM.ref" in pax:
+                raise Failure("EBADMSG", f"{member['name']!r}: a reference where a restore needs the content")
+            size = int(pax.get("MLEGYM.size", member["size"]))
+            segments = segments_of(pax, member["size"])
+            at = 0
+            for offset, length in segments:
+                if offset < at or length <= 0 or offset + length > size:
+                    raise Failure("EBADMSG", f"{member['name']!r}: its data pieces do not fit its size")
+                at = offset + length
+            if sum(n for _o, n in segments) != member["size"]:
+                raise Failure("EBADMSG", f"{member['name']!r}: its data pieces do not add up to its content")
+            fd = os.open(leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=parent)
+            if segments != [(0, size)]:
+                os.ftruncate(fd, size)
+            import hashlib
+
+            self._out = [fd, segments, 0, 0, hashlib.sha256(), size, mode, mtime, pax.get("MLEGYM.sha256"), member["name"]]
+            self.summary["bytes"] += member["size"]
+        elif kind == "symlink":
+            os.symlink(member["link"], leaf, dir_fd=parent)
+            os.utime(leaf, ns=(mtime, mtime), dir_fd=parent, follow_symlinks=False)
+        elif kind == "hardlink":
+            troot, tparts = self._split(member["link"])
+            if not tparts:
+                raise Failure("EBADMSG", f"{member['name']!r}: a hard link to a folder")
+            os.link(tparts[-1], leaf, src_dir_fd=self._folder(troot, tparts[:-1]), dst_dir_fd=parent,
+                    follow_symlinks=False)
+        elif kind == "fifo":
+            os.mkfifo(leaf, 0o600, dir_fd=parent)
+            os.chmod(leaf, mode, dir_fd=parent)
+            os.utime(leaf, ns=(mtime, mtime), dir_fd=parent, follow_symlinks=False)
+
+    def _data(self, data: bytes) -> None:
+        out = self._out
+        fd, segments, piece, done, digest = out[0], out[1], out[2], out[3], out[4]
+        digest.update(data)
+        view = memoryview(data)
+        while view:
+            offset, length = segments[piece]
+            take = min(length - done, len(view))
+            written = os.pwrite(fd, view[:take], offset + done)
+            done += written
+            view = view[written:]
+            if done == length:
+                piece, done = piece + 1, 0
+        out[2], out[3] = piece, done
+
+    def _end(self) -> None:
+        out, self._out = self._out, None
+        if out is None:
+            return
+        fd, segments, _piece, _done, digest, size, mode, mtime, expected, name = out
+        try:
+            found = digest.hexdigest()
+            if expected is not None and found != expected:
+                raise Failure("EBADMSG", f"{name!r}: its content does not match its digest")
+            os.fchmod(fd, mode)
+            os.utime(fd, ns=(mtime, mtime))
+            self.cache[_stat_key(os.fstat(fd))] = (found, segments)
+        finally:
+            os.close(fd)
+
+    def finish(self) -> dict:
+        try:
+            self.reader.close()
+        except ValueError as exc:
+            raise Failure("EBADMSG", f"the restore stream is malformed: {exc}") from None
+        # deepest first: a folder made unsearchable must not stand between us and the ones below it
+        for root, parts, mode, mtime in sorted(self.dirs, key=lambda d: -len(d[1])):
+            self._forget_folders()
+            try:
+                if parts:
+                    parent = self._folder(root, parts[:-1])
+                    os.chmod(parts[-1], mode, dir_fd=parent)
+                    os.utime(parts[-1], ns=(mtime, mtime), dir_fd=parent, follow_symlinks=False)
+                else:  # a folder of the sandbox itself: the agent may not own it (/tmp)
+                    os.fchmod(self.root_fds[root], mode)
+                    os.utime(self.root_fds[root], ns=(mtime, mtime))
+            except (OSError, Failure):
+                if parts:
+                    raise
+        return self.summary
+
+
+def _last_saved_output(outputs: str) -> int:
+    """The highest N of the cmd-N.txt files in the outputs folder (so a restored one is not written over)."""
+    try:
+        names = os.listdir(outputs)
+    except OSError:
+        return 0
+    numbers = [int(n[4:-4]) for n in names if n.startswith("cmd-") and n.endswith(".txt") and n[4:-4].isdigit()]
+    return max(numbers, default=0)
+
+
+class _WorkspaceOps:
+    """The Helper's checkpoint requests (see the section's comment above)."""
+
+    _snapshot: _Snapshot | None = None
+    _unpack: _Unpack | None = None
+    _pending_known: dict | None = None
+    _known: dict = {}
+
+    def op_snapshot_begin(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
+        """Start a checkpoint stream of `roots`; `refs` false sends every file's content."""
+        if self._snapshot is not None:
+            self._snapshot.close()
+        known = self._known if req.get("refs", True) else {}
+        self._snapshot = _Snapshot([str(r) for r in req["roots"]], known, int(req["max_bytes"]))
+        self._pending_known = None
+        return {}, b""
+
+    def op_snapshot_read(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
+        """The next piece of the stream; `done` with the summary at its end."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            raise Failure("ENOSNAPSHOT", "no checkpoint stream is in progress in this helper")
+        try:
+            data = snapshot.read(min(int(req.get("max_bytes") or SNAPSHOT_CHUNK), 4 * SNAPSHOT_CHUNK))
+        except BaseException:
+            snapshot.close()
+            self._snapshot = None
+            raise
+        reply: dict = {"done": snapshot.done}
+        if snapshot.done:
+            reply["summary"] = snapshot.summary
+            self._pending_known, self._snapshot = snapshot.cache, None
+        return reply, data
+
+    def op_snapshot_commit(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
+        """The host stored the last stream: its files are what later streams may reference."""
+        if self._pending_known is not None:
+            self._known, self._pending_known = self._pending_known, None
+        return {}, b""
+
+    def op_restore_begin(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
+        """Start unpacking a stream into `roots` (emptied first when `clear`)."""
+        if self._unpack is not None:
+            self._unpack.close()
+        self._unpack = _Unpack([str(r) for r in req["roots"]], bool(req.get("clear", True)))
+        return {}, b""
+
+    def op_restore_write(self, _req: dict, data: bytes) -> tuple[dict, bytes]:
+        unpack = self._unpack
+        if unpack is None:
+            raise Failure("ENOSNAPSHOT", "no restore is in progress in this helper")
+        try:
+            unpack.feed(data)
+        except BaseException:
+            unpack.close()
+            self._unpack = None
+            raise
+        return {}, b""
+
+    def op_restore_end(self, _req: dict, _data: bytes) -> tuple[dict, bytes]:
+        """Finish the restore; a fresh shell opens the restored log, later outputs are numbered after its own."""
+        unpack, self._unpack = self._unpack, None
+        if unpack is None:
+            raise Failure("ENOSNAPSHOT", "no restore is in progress in this helper")
+        try:
+            summary = unpack.finish()
+        finally:
+            unpack.close()
+        self._known = unpack.cache
+        shell = self.shell
+        shell.close()
+        shell.start()
+        self.exec_count = max(self.exec_count, _last_saved_output(self.outputs))
+        summary["shell_pid"] = shell.pid
+        return summary, b""
+
+
+class Helper(_WorkspaceOps):
     """Serves the host's requests, one at a time."""
 
     def __init__(self, config: dict) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -123,6 +124,19 @@ class FetchResult(BaseModel):
         return self.found and self.problem is None
 
 
+class WorkspaceStreamError(Exception):
+    """The in-sandbox helper refused a checkpoint stream or a restore: `code` (an errno-like name) and why.
+
+    "EFBIG" (more bytes than a checkpoint may carry) and "ELOOP" (folders nested too deep) are what the
+    agent's files made so; "ENOSNAPSHOT" means the helper was replaced meanwhile (ask again); "EBADMSG"
+    is a restore stream the helper would not unpack.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class Sandbox(abc.ABC):
     """Where an episode's commands and file operations run.
 
@@ -190,6 +204,30 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
         """What this sandbox is: backend name, isolation, image, resources, GPUs."""
+
+    # -- checkpoints (mle_gym.envs.checkpoint) ---------------------------------------------
+    def workspace_roots(self) -> list[str]:
+        """The folders a checkpoint keeps: every folder the agent can write (agent-visible paths)."""
+        raise NotImplementedError(f"the {type(self).__name__} backend cannot checkpoint")
+
+    def read_workspace(self, sink: Callable[[bytes], None], *, max_bytes: int, refs: bool = True) -> dict[str, Any]:
+        """Stream `workspace_roots()` as a checkpoint stream (`agentd.tar_header`'s format) into `sink`,
+        piece by piece, made inside the sandbox as the agent; returns the helper's summary. With `refs`,
+        files unchanged since the last committed read come as references to their digests.
+
+        Raises WorkspaceStreamError (see there), and the usual SandboxError for harness faults."""
+        raise NotImplementedError(f"the {type(self).__name__} backend cannot checkpoint")
+
+    def commit_workspace_read(self) -> None:
+        """The host stored the last read: later reads may reference its files."""
+        raise NotImplementedError(f"the {type(self).__name__} backend cannot checkpoint")
+
+    def write_workspace(self, roots: list[str], chunks: Iterable[bytes]) -> dict[str, Any]:
+        """Empty the folders `roots` (of `workspace_roots()`) and unpack the checkpoint stream `chunks`
+        into them inside the sandbox, as the agent; a fresh shell starts afterwards. Returns the summary.
+
+        Raises WorkspaceStreamError, and SandboxError for harness faults."""
+        raise NotImplementedError(f"the {type(self).__name__} backend cannot restore checkpoints")
 
     def image_manifest(self) -> dict[str, Any]:
         """What the sandbox's image says it holds (profile, Python version, installed

@@ -14,10 +14,12 @@ import errno
 import logging
 import posixpath
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from mle_gym.errors import SandboxError, SandboxPathError, ShellDiedError
+from mle_gym.sandbox.agentd import SNAPSHOT_CHUNK
 from mle_gym.sandbox.base import (
     DEFAULT_LIST_ENTRIES,
     MAX_COMMAND_BYTES,
@@ -29,13 +31,9 @@ from mle_gym.sandbox.base import (
     Sandbox,
     SandboxPaths,
     TextSlice,
+    WorkspaceStreamError,
 )
-from mle_gym.sandbox.channel import (
-    HelperChannel,
-    HelperFailure,
-    HelperGoneError,
-    Transport,
-)
+from mle_gym.sandbox.channel import HelperChannel, HelperFailure, HelperGoneError, Transport
 
 log = logging.getLogger(__name__)
 
@@ -313,6 +311,48 @@ class InsideSandbox(Sandbox):
             dest.unlink(missing_ok=True)
             return FetchResult(found=True, problem=f"{agent_path}: {reply['problem']}")
         return FetchResult(found=True, size=int(reply.get("size", 0)))
+
+
+    # -- checkpoints -------------------------------------------------------------------
+    def workspace_roots(self) -> list[str]:
+        p = self.paths
+        return [p.submission, p.code, p.logs]
+
+    def read_workspace(self, sink: Callable[[bytes], None], *, max_bytes: int, refs: bool = True) -> dict[str, Any]:
+        try:
+            self._call({"op": "snapshot_begin", "roots": self.workspace_roots(), "refs": refs, "max_bytes": max_bytes})
+            while True:
+                reply, data = self._call({"op": "snapshot_read", "max_bytes": SNAPSHOT_CHUNK})
+                if data:
+                    sink(data)
+                if reply.get("done"):
+                    return dict(reply.get("summary") or {})
+        except HelperFailure as failure:
+            raise WorkspaceStreamError(failure.code, str(failure)) from None
+
+    def commit_workspace_read(self) -> None:
+        try:
+            self._call({"op": "snapshot_commit"})
+        except HelperFailure as failure:
+            raise WorkspaceStreamError(failure.code, str(failure)) from None
+
+    def write_workspace(self, roots: list[str], chunks: Iterable[bytes]) -> dict[str, Any]:
+        mine = self.workspace_roots()
+        strange = [r for r in roots if r not in mine]
+        if strange:  # the folders come from the host's own list, never from a stream
+            raise WorkspaceStreamError("EXDEV", f"{strange[0]!r} is not a folder of this sandbox's ({', '.join(mine)})")
+        started = time.monotonic()
+        try:
+            self._call({"op": "restore_begin", "roots": list(roots), "clear": True})
+            for chunk in chunks:
+                self._call({"op": "restore_write"}, chunk)
+            reply, _ = self._call({"op": "restore_end"})
+        except HelperFailure as failure:
+            raise WorkspaceStreamError(failure.code, str(failure)) from None
+        if self._helper is not None and reply.get("shell_pid"):
+            self._helper.shell_pid = int(reply["shell_pid"])  # the fresh shell's, for _kill_agent_processes
+        self._after(started)
+        return dict(reply)
 
 
 class SandboxOutOfMemoryError(OSError):

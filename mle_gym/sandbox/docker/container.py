@@ -757,6 +757,15 @@ class DockerSandbox(InsideSandbox):
             self.reset()
         return super()._ensure_helper()
 
+    # -- checkpoints -------------------------------------------------------------------
+    def workspace_roots(self) -> list[str]:
+        """Every place the agent can write in this image (the disk check's roots: /home/agent, /tmp...),
+        the three folders first."""
+        if self._box is None:
+            self.reset()
+        fixed = [CONTAINER_PATHS.submission, CONTAINER_PATHS.code, CONTAINER_PATHS.logs]
+        return fixed + [p for p in self._writable if p not in fixed]
+
     # -- disk ----------------------------------------------------------------------------
     def _check_disk(self) -> None:
         box = self._box
