@@ -17,6 +17,7 @@ from mle_gym.records.trajectory import (
     StepRecord,
     Trajectory,
     call_purpose,
+    describe_branch,
     load_trajectory,
 )
 from mle_gym.tools.parse import terminal_safe
@@ -98,6 +99,9 @@ def format_transcript(traj: Trajectory, *, max_chars: int = 1500, prompt: bool =
         f"{' image=' + str(h.sandbox_info['image']) if h.sandbox_info.get('image') else ''}  seed={h.seed}",
         f"  started {h.created_at}  mle-gym {h.mle_gym_version}  schema v{h.schema_version}",
     ]
+    branch = describe_branch(h)
+    if branch:
+        lines.append(f"  branch: {branch}")
     budgets = {k: h.config.get(k) for k in ("reward", "max_steps", "time_limit_s", "command_timeout_s") if k in h.config}
     if budgets:
         lines.append("  " + "  ".join(f"{k}={v}" for k, v in budgets.items()))

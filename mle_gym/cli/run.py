@@ -30,7 +30,7 @@ from mle_gym.tools.parse import terminal_safe
 # `--split`: MLE-bench's splits as figures.json records them (lite = low), `all` = every packaged one.
 RUN_SPLITS = ("low", "medium", "high", "lite", "split75", "dev", "all")
 # Explicit flags that are shorthands for env options.
-_FLAG_OPTIONS = ("data", "sandbox", "max_steps", "time_limit_s", "command_timeout_s")
+_FLAG_OPTIONS = ("data", "sandbox", "max_steps", "time_limit_s", "command_timeout_s", "checkpoint_every_s")
 
 
 class RunUsageError(MLEGymError, ValueError):
@@ -239,7 +239,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="episodes at once (default: the CPU count; any number may be given, e.g. for LLM agents)")
     p.add_argument("--resume", action="store_true",
                    help="play only the episodes the --out folder has not recorded yet (crashed and aborted "
-                        "ones stay recorded: every started episode counts)")
+                        "ones stay recorded: every started episode counts); one that was running when the run was "
+                        "killed goes on from its last checkpoint when the run wrote them (--checkpoint-every-s)")
+    p.add_argument("--checkpoint-every-s", type=float, default=None, metavar="S",
+                   help="checkpoint each running episode after the first step that ends S seconds after the last "
+                        "checkpoint (into <out>/checkpoints/, removed once it is recorded), so --resume can go on "
+                        "from there after a crash; give the same value when resuming")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="play each episode as a Ray task on a node offering the mle_gym_docker resource: 'auto' or "
                         "HOST:PORT for a cluster (`ray start --head --resources='{\"mle_gym_docker\": N}'`), 'local' for "

@@ -549,18 +549,24 @@ class _StoreSource:
     def __init__(self, store: CheckpointStore) -> None:
         self.store = store
 
-    def raw_chunks(self, digest: str) -> Iterator[bytes]:
+    def check(self) -> None:
         if self.store.closed:
             raise CheckpointGoneError(
                 "this checkpoint's store was removed when the last env of its episode tree closed; keep a "
                 "checkpoint past its envs with checkpoint.to_bytes() / checkpoint.save(path), or give the env "
                 "checkpoint_dir=")
+
+    def raw_chunks(self, digest: str) -> Iterator[bytes]:
+        self.check()
         return self.store.raw_chunks(digest)
 
 
 class _MemorySource:
     def __init__(self, blobs: dict[str, bytes]) -> None:
         self.blobs = blobs
+
+    def check(self) -> None:
+        pass
 
     def raw_chunks(self, digest: str) -> Iterator[bytes]:
         raw = self.blobs.get(digest)
@@ -612,6 +618,7 @@ class Checkpoint:
     # -- bytes --------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         """The checkpoint whole: manifest, signature and every blob it needs (compressed as stored)."""
+        self._source.check()
         parts = [_MAGIC]
         head = json.dumps({"manifest": self.manifest.model_dump(), "signature": self.signature}, ensure_ascii=True).encode()
         parts.append(struct.pack(">Q", len(head)))
@@ -704,6 +711,7 @@ class Checkpoint:
 
     def in_store(self, store: CheckpointStore) -> Checkpoint:
         """This checkpoint with its blobs in `store` (copied there when they were elsewhere), its manifest kept there."""
+        self._source.check()
         if isinstance(self._source, _StoreSource) and self._source.store is store:
             return self
         for digest, size in self.manifest.digests().items():
@@ -772,10 +780,12 @@ class _Receiver:
             pieces = segments_of(pax, stream_size)
             if ref is not None:
                 pieces = segments_of(pax, int(pax.get("MLEGYM.size", 0)))
-                if not self._store.has(ref):
-                    raise _MissingBlob(ref)
             size = int(pax.get("MLEGYM.size", stream_size))
             data = sum(n for _o, n in pieces)
+            if ref is not None and not data:
+                ref = None
+            if ref is not None and not self._store.has(ref):
+                raise _MissingBlob(ref)
             entry.update(size=size, data=data, digest=ref,
                          segments=[list(p) for p in pieces] if "MLEGYM.sparse" in pax else None)
             if ref is None and stream_size:

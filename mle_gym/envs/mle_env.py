@@ -374,7 +374,8 @@ class MLEEnv(gym.Env[str, dict]):
             self._seed = checkpoint.manifest.seed
         self._parent_checkpoint_id = checkpoint.id
         self.branch = {"kind": kind, "checkpoint_id": checkpoint.id, "parent_episode_id": checkpoint.episode_id,
-                       "parent_step": checkpoint.step, "tree_id": self.tree_id, "resumed": kind == "resume"}
+                       "parent_step": checkpoint.step, "tree_id": self.tree_id, "resumed": kind == "resume",
+                       "seed": self._seed}
         if kind == "resume" and checkpoint.manifest.auto:
             self._auto_ids = [checkpoint.id]
         return {"files": int(summary.get("files", 0)), "bytes": int(summary.get("bytes", 0))}

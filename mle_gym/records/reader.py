@@ -92,7 +92,8 @@ def load_trajectory(path: Path | str) -> Trajectory:
                 header = TrajectoryHeader.model_validate(data)
             elif kind == "step":
                 step = StepRecord.model_validate(data)
-                expected = steps[-1].index + 1 if steps else 1
+                # a branch's steps go on from the step of its parent it began after
+                expected = steps[-1].index + 1 if steps else (header.parent_step or 0) + 1
                 if step.index != expected:
                     raise TrajectoryError(f"{path}, line {lineno}: step index {step.index}, expected {expected}")
                 steps.append(step)

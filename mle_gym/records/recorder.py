@@ -79,6 +79,10 @@ class TrajectoryRecorder(gym.Wrapper):
         self._last_sent: list[Any] = []
         self._last_system: str | None = None
         self._last_agent_info: Any = None
+        # restore() on the env begins a new branch of its episode: a new file, naming its parent
+        listen = getattr(env.unwrapped, "add_episode_listener", None)
+        if callable(listen):
+            listen(self._on_branch)
 
     # -- public ------------------------------------------------------------------------
     @property
@@ -139,6 +143,27 @@ class TrajectoryRecorder(gym.Wrapper):
         self._last_system = system if system is not None else self._last_system
         self._last_agent_info = agent_info if agent_info is not None else self._last_agent_info
         return record.index
+
+    def fork(self, checkpoint: Any = None) -> TrajectoryRecorder:
+        """`env.unwrapped.fork(checkpoint)`, recorded: a recorder over the forked env, into the same folder with
+        the same run metadata, whose file (opened now) names this episode as its parent."""
+        fork = getattr(self.env.unwrapped, "fork", None)
+        if not callable(fork):
+            raise TypeError(f"{type(self.env.unwrapped).__name__} cannot fork")
+        child_env = fork(checkpoint)
+        child = TrajectoryRecorder(child_env, self.out_dir, run_metadata=self.run_metadata)
+        child._agent_info = self._agent_info
+        obs, info = child_env.restored
+        child._open_episode(obs, info, seed=None, options=None)
+        return child
+
+    def _on_branch(self, obs: Any, info: dict[str, Any]) -> None:
+        if self._recorder_closed:
+            return
+        if self._file is not None:
+            self._finish("reset")
+        self._pending_agent = None
+        self._open_episode(obs, info, seed=None, options=None)
 
     # -- Gymnasium API -----------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
@@ -218,7 +243,13 @@ class TrajectoryRecorder(gym.Wrapper):
         if not isinstance(sandbox_info, dict):
             sandbox = getattr(unwrapped, "sandbox", None)
             sandbox_info = sandbox.describe() if sandbox is not None else {}
-        episode_id = uuid.uuid4().hex
+        # the env's own id when it has one: a checkpoint names the episode it was taken in by it
+        episode_id = str(getattr(unwrapped, "episode_id", None) or uuid.uuid4().hex)
+        branch = info.get("branch") if isinstance(info.get("branch"), dict) else {}
+        if seed is None and isinstance(branch.get("seed"), int):
+            seed = branch["seed"]  # a restore or fork goes on with its episode's seed
+        if options and "checkpoint" in options:  # a Checkpoint object or its bytes: the header names it by id
+            options = {**options, "checkpoint": branch.get("checkpoint_id") or "<checkpoint>"}
         now = datetime.now(timezone.utc)
         name = f"{competition or 'episode'}-{now.strftime('%Y%m%dT%H%M%S')}Z-{'none' if seed is None else seed}-{episode_id[:8]}.jsonl"
         header = TrajectoryHeader(
@@ -240,6 +271,12 @@ class TrajectoryRecorder(gym.Wrapper):
             tools=to_jsonable(getattr(unwrapped, "tools", []) or []),
             agent=self._agent_info,
             answer_dependent_calls=_answer_dependent_calls(unwrapped),
+            branch=branch.get("kind"),
+            parent_episode_id=branch.get("parent_episode_id"),
+            parent_step=branch.get("parent_step"),
+            checkpoint_id=branch.get("checkpoint_id"),
+            tree_id=branch.get("tree_id"),
+            resumed=bool(branch.get("resumed")),
         )
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -251,7 +288,7 @@ class TrajectoryRecorder(gym.Wrapper):
                 "Give TrajectoryRecorder a writable out_dir."
             ) from exc
         self._path = path
-        self._n_steps = 0
+        self._n_steps = int(branch.get("parent_step") or 0)  # a branch's steps go on from its parent's
         self._n_model_calls = 0
         self._last_sent = []
         self._last_system = None

@@ -64,6 +64,16 @@ class TrajectoryHeader(_Record):
     answer_dependent_calls: list[str] | None = Field(
         default=None, description="the tool calls whose reply could depend on the hidden answers (today none: "
                                   "validate_submission is format-only); None in files written before it was recorded")
+    # Branches (mle_gym.envs.checkpoint): set when the episode began from a checkpoint, so a tree of episodes
+    # (a tree search's, a crash's resume) reads as a tree: each file names its parent and the step it follows.
+    branch: str | None = Field(default=None, description="how the episode began from a checkpoint: restore | fork "
+                               "| resume | reset (an episode started from a saved state)")
+    parent_episode_id: str | None = Field(default=None, description="the episode the checkpoint was taken in")
+    parent_step: int | None = Field(default=None, description="the parent's step the checkpoint followed; this "
+                                    "file's steps are numbered on from it")
+    checkpoint_id: str | None = None
+    tree_id: str | None = Field(default=None, description="the episode tree: a first episode and its restores, forks, resumes")
+    resumed: bool = Field(default=False, description="the episode went on after its process was killed")
 
 
 class StepRecord(_Record):
@@ -161,6 +171,22 @@ class Trajectory:
             if "grade" in step.info:
                 return step.info["grade"]
         return None
+
+def describe_branch(header: TrajectoryHeader) -> str | None:
+    """One line on where a branched episode came from ("fork of episode 1a2b3c4d after step 5, checkpoint
+    9f8e7d6c"), or None for an episode that began with a plain reset."""
+    if header.branch is None and header.parent_episode_id is None:
+        return None
+    kind = {"fork": "fork", "restore": "restored", "resume": "resumed after a crash",
+            "reset": "started from a saved state"}.get(str(header.branch), str(header.branch))
+    parts = [f"{kind} of episode {str(header.parent_episode_id)[:8]}"]
+    if header.parent_step is not None:
+        parts.append(f"after step {header.parent_step}")
+    line = " ".join(parts)
+    if header.checkpoint_id:
+        line += f", checkpoint {header.checkpoint_id[:8]}"
+    return line
+
 
 def call_purpose(call: ModelCallRecord) -> str | None:
     """What a recorded model call was for when it was not a turn of the episode's conversation (the

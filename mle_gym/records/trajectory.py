@@ -34,10 +34,12 @@ from mle_gym.records.schema import (
     Trajectory,
     TrajectoryHeader,
     call_purpose,
+    describe_branch,
     model_call_messages,
 )
 
 __all__ = [
     "SCHEMA_VERSION", "EndReason", "EndRecord", "ModelCallRecord", "StepRecord", "Trajectory", "TrajectoryHeader",
-    "TrajectoryRecorder", "call_purpose", "dumps_line", "load_trajectory", "model_call_messages", "to_jsonable",
+    "TrajectoryRecorder", "call_purpose", "describe_branch", "dumps_line", "load_trajectory", "model_call_messages",
+    "to_jsonable",
 ]

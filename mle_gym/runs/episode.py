@@ -12,6 +12,7 @@ import importlib
 import logging
 import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 
 
 TRAJECTORY_DIR = "trajectories"
+CHECKPOINT_DIR = "checkpoints"
+"""Under a run's folder: each running episode's checkpoints (when the run writes them), removed when it ends."""
 StepCallback = Callable[[int, dict[str, Any]], None]
 
 # Agent options that hold credentials: recorded (results.jsonl, trajectory headers) only as redacted.
@@ -99,13 +102,15 @@ class RunControl:
 
 def play_episode(env: gym.Env, agent: Agent, *, seed: int | None = None, on_step: StepCallback | None = None,
                  should_abort: Callable[[], bool] | None = None,
-                 on_reset: Callable[[dict[str, Any]], None] | None = None) -> EpisodeOutcome:
-    """Reset `env` and `agent`, then step the agent's actions until the episode ends.
+                 on_reset: Callable[[dict[str, Any]], None] | None = None,
+                 reset_options: dict[str, Any] | None = None) -> EpisodeOutcome:
+    """Reset `env` (with `reset_options`, e.g. a checkpoint to resume from) and `agent`, then step the
+    agent's actions until the episode ends.
 
     `on_reset` gets the reset's info (the run's metadata is read from it). Raises EpisodeAbortedError,
     between steps, once `should_abort()` is true.
     """
-    observation, info = env.reset(seed=seed)
+    observation, info = env.reset(seed=seed, options=reset_options)
     if on_reset is not None:
         on_reset(info)
     agent.reset(observation, info)
@@ -189,19 +194,36 @@ def base_record(spec: EpisodeSpec, agent: str, env_options: dict[str, Any], agen
                          env_options=shown_env, data=env_options.get("data"), sandbox=env_options.get("sandbox"))
 
 
+def checkpoint_folder(out_dir: Path, spec: EpisodeSpec) -> Path:
+    """Where a run keeps one episode's checkpoints while it runs."""
+    return Path(out_dir) / CHECKPOINT_DIR / f"{spec.competition}-seed{spec.seed}"
+
+
+def resume_point(folder: Path) -> Any:
+    """The newest checkpoint in an episode's checkpoint folder that verifies, or None."""
+    from mle_gym.envs.checkpoint import CheckpointStore
+
+    if not folder.is_dir():
+        return None
+    return CheckpointStore(folder, limit_bytes=None, persistent=True).latest()
+
+
 def run_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict[str, Any],
             agent_options: dict[str, Any] | None = None, on_step: StepCallback | None = None,
             record: bool = True, factory: AgentFactory | None = None,
             identity_env_options: dict[str, Any] | None = None,
-            control: RunControl | None = None) -> EpisodeRecord:
+            control: RunControl | None = None, resume: bool = False) -> EpisodeRecord:
     """Play one episode in a fresh env and return its record; a crash is recorded (and graded on disk), not raised.
 
-    Once the env is closed, the episode's trajectory is audited (`mle_gym.records.audit`) and its
-    flags go into the record.
+    When the env options ask for checkpoints on the way (`checkpoint_every_s`, `checkpoint_every_steps`),
+    they go to `<out_dir>/checkpoints/<competition>-seed<seed>/` (removed once the episode is recorded); with
+    `resume`, an episode whose folder holds one (its runner was killed) goes on from the newest, in a fresh
+    sandbox, its trajectory marked resumed. Once the env is closed, the episode's trajectory is audited
+    (`mle_gym.records.audit`) and its flags go into the record.
     """
     rec = _play_one(spec, agent=agent, out_dir=out_dir, env_options=env_options, agent_options=agent_options,
                     on_step=on_step, record=record, factory=factory, identity_env_options=identity_env_options,
-                    control=control)
+                    control=control, resume=resume)
     if rec.trajectory:
         try:
             rec = rec.model_copy(update={"flags": audit_flags(rec.trajectory)})
@@ -214,7 +236,7 @@ def _play_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict
               agent_options: dict[str, Any] | None = None, on_step: StepCallback | None = None,
               record: bool = True, factory: AgentFactory | None = None,
               identity_env_options: dict[str, Any] | None = None,
-              control: RunControl | None = None) -> EpisodeRecord:
+              control: RunControl | None = None, resume: bool = False) -> EpisodeRecord:
     started = time.monotonic()
     started_at = now_utc()
     env: gym.Env | None = None
@@ -237,6 +259,16 @@ def _play_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict
         return {"metadata": collect_metadata(env_options, config=config, reset_info=reset_info,
                                              started_at=started_at, ended_at=now_utc())}
 
+    folder: Path | None = None
+    reset_options: dict[str, Any] | None = None
+    resumed_from: int | None = None
+    if env_options.get("checkpoint_every_s") or env_options.get("checkpoint_every_steps"):
+        folder = checkpoint_folder(out_dir, spec)
+        env_options = {**env_options, "checkpoint_dir": str(folder)}
+        latest = resume_point(folder) if resume else None
+        if latest is not None:
+            log.info("episode %s: resuming from its checkpoint after step %d", spec.label, latest.step)
+            reset_options, resumed_from = {"checkpoint": latest, "resume": True}, latest.step
     try:
         env = gym.make(f"mle/{spec.competition}", **env_options)
         if record:
@@ -248,10 +280,11 @@ def _play_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict
         player = factory(env=env, seed=spec.seed, **agent_options)
         outcome = play_episode(env, player, seed=spec.seed, on_step=count,
                                should_abort=control.abort.is_set if control is not None else None,
-                               on_reset=reset_info.update)
+                               on_reset=reset_info.update, reset_options=reset_options)
         path = getattr(env, "trajectory_path", None) if record else None
         return base.model_copy(update=dict(
-            model=_model_of(player, agent_options), grade=outcome.grade, reward=outcome.reward, steps=outcome.steps,
+            model=_model_of(player, agent_options), grade=outcome.grade, reward=outcome.reward,
+            steps=outcome.steps + (resumed_from or 0), resumed_from_step=resumed_from,
             duration_s=round(time.monotonic() - started, 2), trajectory=str(path) if path else None,
             **_usage_of(player), **metadata()))
     except Exception as exc:  # policy: every started episode is recorded; the traceback goes to the log
@@ -270,11 +303,14 @@ def _play_one(spec: EpisodeSpec, *, agent: str, out_dir: Path, env_options: dict
         return base.model_copy(update=dict(
             model=_model_of(player, agent_options) if player is not None else base.model,
             status="aborted" if aborted else "crashed", grade=grade, graded_on_disk=grade is not None,
-            reward=None, steps=steps, duration_s=round(time.monotonic() - started, 2),
+            reward=None, steps=steps + (resumed_from or 0), resumed_from_step=resumed_from,
+            duration_s=round(time.monotonic() - started, 2),
             trajectory=str(path) if path else None, error=reason, **_usage_of(player), **metadata()))
     finally:
         if env is not None:
             env.close()
+        if folder is not None:  # recorded: nothing left to resume (a killed runner never gets here)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def episode_memory_mib(workers: int) -> int:

@@ -105,6 +105,8 @@ class EpisodeRecord(BaseModel):
     metadata: RunMetadata | None = Field(
         default=None, description="hardware, budgets, image, task version, holdout, when it ran (None: a row written "
                                   "before mle-gym recorded them)")
+    resumed_from_step: int | None = Field(default=None, description="its runner was killed; it went on from its "
+                                          "checkpoint after this step (`mle-gym run --resume`)")
 
     def model_post_init(self, __context: Any) -> None:
         # Records written before `status` existed mark a crash only by `error`.

@@ -236,7 +236,7 @@ def execute_run(prepared: PreparedRun, *, progress: Progress | None = None,
         else:
             rec = run_one(spec, agent=agent, out_dir=out_dir, env_options=env_all, agent_options=agent_options,
                           on_step=on_step, record=record, factory=factory, identity_env_options=identity_env,
-                          control=control)
+                          control=control, resume=resume)
         with lock:
             with results_path.open("a", encoding="utf-8") as fh:
                 fh.write(rec.model_dump_json() + "\n")

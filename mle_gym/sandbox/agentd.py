@@ -835,7 +835,7 @@ class _Snapshot:
             after = os.fstat(fd)
             if short or _stat_key(after)[2:] != _stat_key(now)[2:]:
                 self._changed(path)
-            else:
+            elif data:  # an empty file costs nothing to send: no blob, no reference
                 self.cache[_stat_key(after)] = (digest.hexdigest(), segments)
         finally:
             os.close(fd)

@@ -26,6 +26,7 @@ from mle_gym.records.trajectory import (
     ModelCallRecord,
     StepRecord,
     call_purpose,
+    describe_branch,
 )
 from mle_gym.records.viewer.data import (
     DEFAULT_MAX_CHARS,
@@ -322,7 +323,7 @@ def _episode_html(e: Episode, max_chars: int) -> str:
     agent = h.agent or {}
     meta = [("file", str(e.path)), ("env", h.env_id), ("data", h.data), ("sandbox", h.sandbox),
             ("image", (h.sandbox_info or {}).get("image")), ("agent", r.agent), ("model", r.model or agent.get("model")),
-            ("started", h.created_at), ("mle-gym", h.mle_gym_version)]
+            ("started", h.created_at), ("mle-gym", h.mle_gym_version), ("branch", describe_branch(h))]
     budgets = {k: h.config.get(k) for k in ("reward", "max_steps", "time_limit_s", "command_timeout_s")
                if k in (h.config or {})}
     meta += [(k, v) for k, v in budgets.items()]
