@@ -66,6 +66,11 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 ROLE_FOLDERS = ("submission", "code", "logs")
 _MAX_NAME_CHARS = 64 * 1024
 _MAX_LINK_CHARS = 4096
+MAX_ENTRIES = 2_000_000
+"""Files, folders and links one checkpoint may list: what the host holds in memory for one is bounded by these
+two, whatever the agent made (a few million empty files fit in its disk limit)."""
+MAX_NAME_BYTES = 512 * 2**20
+"""Characters of names and link targets one checkpoint may list (a folder tree 4,000 deep repeats its names)."""
 
 RESTORE_NOTE = (
     "[This episode was restored from a checkpoint taken after step {step}: every file under {roots} is as it was "
@@ -743,6 +748,7 @@ class _Receiver:
         self.entries: list[dict[str, Any]] = []
         self._writer: _BlobWriter | None = None
         self.received = 0
+        self._names = 0
 
     def feed(self, data: bytes) -> None:
         self.received += len(data)
@@ -767,6 +773,11 @@ class _Receiver:
             writer.abort()
 
     def _begin(self, member: dict[str, Any]) -> None:
+        self._names += len(member["name"]) + len(member["link"]) + 64
+        if len(self.entries) >= MAX_ENTRIES or self._names > MAX_NAME_BYTES:
+            raise CheckpointRefusedError(
+                f"the episode's folders hold more than a checkpoint may list ({MAX_ENTRIES:,} files, folders and "
+                f"links, or {MAX_NAME_BYTES // 2**20} MiB of their names)")
         try:
             _entry_parts(member["name"], self._n_roots)
         except CheckpointCorruptError as exc:

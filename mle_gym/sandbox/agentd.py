@@ -932,7 +932,9 @@ class _Unpack:
         fd = self._fds.get((root, parts))
         if fd is not None:
             return fd
-        parent = self._folder(root, parts[:-1]) if len(parts) < 64 else self._walk(root, parts[:-1])
+        parent = self._fds.get((root, parts[:-1])) if len(parts) > 1 else self.root_fds[root]
+        if parent is None:
+            parent = self._folder(root, parts[:-1]) if len(parts) < 64 else self._walk(root, parts[:-1])
         try:
             fd = os.open(parts[-1], _DIR_FLAGS, dir_fd=parent)
         except OSError as exc:

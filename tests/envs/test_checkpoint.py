@@ -250,7 +250,7 @@ def test_docker_checkpoint_keeps_home_and_tmp_and_an_agent_locked_tree(docker_sa
     sb = docker_sandbox
     sb.reset()
     run(sb, "mkdir -p ~/.cache/pkg /tmp/work/deep && echo cfg > ~/.cache/pkg/c && echo w > /tmp/work/deep/w && "
-            "chmod 000 /tmp/work/deep /tmp/work/deep/w && ln -s /tmp/work ~/work && mkdir -p /var/tmp/v && echo v > /var/tmp/v/f")
+            "chmod 000 /tmp/work/deep/w /tmp/work/deep && ln -s /tmp/work ~/work && mkdir -p /var/tmp/v && echo v > /var/tmp/v/f")
     sb.write_file(f"{sb.paths.logs}/lister.py", LISTER.encode())
     before = listing(sb)
     assert any(v[0] == "file" for k, v in before["entries"].items() if k.startswith(str(sb.workspace_roots().index("/tmp"))))
