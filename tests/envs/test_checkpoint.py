@@ -543,3 +543,73 @@ def test_checkpoint_bytes_hold_every_blob_once() -> None:
         digests = {e.digest for e in checkpoint.manifest.entries if e.path.endswith(".bin")}
         assert len(digests) == 1
         assert Checkpoint.from_bytes(data).manifest == checkpoint.manifest
+
+
+# -- crash resume ----------------------------------------------------------------------------------
+COUNTING_AGENT = '''
+class Counting:
+    """Counts its steps into a file (by the env's own count, so a resumed episode counts on), then submits."""
+
+    def __init__(self, env=None, seed=None, **options):
+        self.step = 0
+
+    def reset(self, prompt, info):
+        self.step = info["step"]
+
+    def act(self, observation, info):
+        self.step = info["step"]
+        if self.step >= 12:
+            return {"name": "submit", "arguments": {}}
+        if self.step == 11:
+            return {"name": "bash", "arguments": {"command": "cat count.txt"}}
+        return {"name": "bash", "arguments": {"command": f"echo {self.step} >> count.txt; sleep 0.3"}}
+'''
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_episode_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from mle_gym.runs.rates import load_results
+
+    (tmp_path / "counting_agents.py").write_text(COUNTING_AGENT)
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    argv = [sys.executable, "-m", "mle_gym.cli", "run", "aerial-cactus", "--agent", "counting_agents:Counting",
+            "--sandbox", "local", "--checkpoint-every-s", "0.01", "--out", str(out), "-q"]
+    runner = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    folder = out / "checkpoints" / "aerial-cactus-identification-seed0"
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and runner.poll() is None:
+            store = CheckpointStore(folder, limit_bytes=None, persistent=True) if folder.is_dir() else None
+            latest = store.latest() if store is not None else None
+            if latest is not None and latest.step >= 4:
+                break
+            time.sleep(0.1)
+        assert runner.poll() is None, runner.stderr.read().decode()[-2000:] if runner.stderr else ""
+        runner.send_signal(signal.SIGKILL)  # as a host crash would: no cleanup, no closing record
+    finally:
+        runner.wait(30)
+    assert not (out / "results.jsonl").exists() or not load_results(out / "results.jsonl")
+    killed_at = CheckpointStore(folder, limit_bytes=None, persistent=True).latest()
+    assert killed_at is not None and killed_at.step >= 4
+    interrupted = [load_trajectory(p) for p in (out / "trajectories").glob("*.jsonl")]
+    assert len(interrupted) == 1 and not interrupted[0].complete
+
+    resumed = subprocess.run(argv + ["--resume"], env=env, capture_output=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr.decode()[-3000:]
+    (row,) = load_results(out / "results.jsonl")
+    assert row.status == "finished" and row.resumed_from_step is not None and row.resumed_from_step >= killed_at.step
+    assert row.steps == 13  # echoes at steps 1-11 (counts 0-10), the cat at 12, the submit at 13: as unbroken
+    trajectory = load_trajectory(row.trajectory)
+    assert trajectory.complete and trajectory.header.resumed and trajectory.header.branch == "resume"
+    assert trajectory.header.parent_episode_id == interrupted[0].header.episode_id
+    assert trajectory.steps[0].index == row.resumed_from_step + 1
+    counted = [int(line) for line in trajectory.steps[-2].observation.split("\n") if line.strip().isdigit()]
+    assert counted == list(range(11))  # the files as the checkpoint had them, then the steps after it
+    assert not folder.exists()  # recorded: its checkpoints went
