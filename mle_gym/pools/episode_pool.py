@@ -74,6 +74,7 @@ class EpisodePool:
         self._fns = list(env_fns)
         self._envs: list[gym.Env | None] = [None] * len(self._fns)
         self._busy = [False] * len(self._fns)
+        self._max_workers = max_workers
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=max_workers or len(self._fns), thread_name_prefix="mle-gym-episode")
         self._closed = False
@@ -134,6 +135,34 @@ class EpisodePool:
             return report.model_dump(), float(inner.reward_of(report))  # type: ignore[attr-defined]
 
         return await self._call(i, grade)
+
+    # -- branches (mle_gym.envs.checkpoint) ---------------------------------------------------
+    async def checkpoint(self, i: int) -> Any:
+        """Episode i's state now (`env.unwrapped.checkpoint()`): a Checkpoint, for restore or fork."""
+        return await self._call(i, lambda env: env.unwrapped.checkpoint())
+
+    async def restore(self, i: int, checkpoint: Any) -> tuple[Any, dict]:
+        """Episode i goes on from one of its own checkpoints (or its forks'), in a fresh sandbox: (obs, info)."""
+        return await self._call(i, lambda env: env.unwrapped.restore(checkpoint))
+
+    async def fork(self, i: int, checkpoint: Any = None) -> tuple[int, Any, dict]:
+        """A new episode of the pool, independent of episode i, starting from `checkpoint` (one of episode i's
+        tree; default: one taken now): (its index, its first observation, its info). A recorded episode's fork
+        is recorded too (`TrajectoryRecorder.fork`); `restart(j)` later makes episode i's kind of env."""
+        def fork(env: gym.Env) -> gym.Env:
+            recorded = getattr(env, "fork", None)  # a TrajectoryRecorder outermost: its fork is recorded
+            return recorded(checkpoint) if callable(recorded) else env.unwrapped.fork(checkpoint)
+
+        child = await self._call(i, fork)
+        self._fns.append(self._fns[i])
+        self._envs.append(child)
+        self._busy.append(False)
+        if self._max_workers is None:  # one thread per episode, as the pool was made
+            old, self._executor = self._executor, concurrent.futures.ThreadPoolExecutor(
+                max_workers=len(self._fns), thread_name_prefix="mle-gym-episode")
+            old.shutdown(wait=False)  # calls in flight there finish on its threads
+        observation, info = child.unwrapped.restored
+        return len(self._fns) - 1, observation, info
 
     def restart(self, i: int) -> None:
         """Close episode i's environment (after a harness fault left it in an unknown state); a new one

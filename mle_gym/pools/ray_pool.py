@@ -98,6 +98,14 @@ class _Episode:
             return None, 0.0
         return report.model_dump(), float(inner.reward_of(report))
 
+    def checkpoint(self) -> bytes:
+        # bytes: the checkpoint travels to the driver and to other nodes whole (verified there with the
+        # same key: MLE_GYM_CHECKPOINT_KEY, or a shared data root)
+        return self.env.unwrapped.checkpoint().to_bytes()
+
+    def restore(self, data: bytes) -> tuple[Any, dict]:
+        return self.env.unwrapped.restore(data)
+
     def pid(self) -> int:
         import os
 
@@ -105,6 +113,16 @@ class _Episode:
 
     def close(self) -> None:
         self.env.close()
+
+
+def _as_bytes(checkpoint: Any) -> bytes:
+    """A checkpoint as the bytes an actor takes (a Checkpoint made here, or its bytes)."""
+    if isinstance(checkpoint, (bytes, bytearray, memoryview)):
+        return bytes(checkpoint)
+    to_bytes = getattr(checkpoint, "to_bytes", None)
+    if callable(to_bytes):
+        return bytes(to_bytes())
+    raise TypeError(f"a checkpoint for RayEpisodePool is its bytes (or a Checkpoint), got {type(checkpoint).__name__}")
 
 
 class RayEpisodePool:
@@ -175,6 +193,27 @@ class RayEpisodePool:
     async def grade_on_disk(self, i: int) -> tuple[dict[str, Any] | None, float]:
         """As `EpisodePool.grade_on_disk`: episode i's submission graded as it stands, and its reward."""
         return await self._call(i, "grade_on_disk")
+
+    # -- branches (mle_gym.envs.checkpoint): checkpoints travel as bytes ----------------------
+    async def checkpoint(self, i: int) -> bytes:
+        """Episode i's state now, as the bytes of a Checkpoint (`Checkpoint.from_bytes` reads them)."""
+        return await self._call(i, "checkpoint")
+
+    async def restore(self, i: int, checkpoint: bytes) -> tuple[Any, dict]:
+        """Episode i goes on from one of its own checkpoints (bytes from `checkpoint(i)`): (obs, info)."""
+        return await self._call(i, "restore", _as_bytes(checkpoint))
+
+    async def fork(self, i: int, checkpoint: bytes | None = None) -> tuple[int, Any, dict]:
+        """A new episode (a new actor, wherever Ray places it) starting from `checkpoint` (default: episode i's
+        state now): (its index, its first observation, its info). Across nodes the checkpoint store is not
+        shared, so the fork is an episode started from that state (`reset(options={"checkpoint": ...})`,
+        info["branch"]["kind"] == "reset"), its parent named all the same."""
+        data = _as_bytes(checkpoint) if checkpoint is not None else await self.checkpoint(i)
+        self._actors.append(self._new_actor())
+        self._busy.append(False)
+        j = len(self._actors) - 1
+        observation, info = await self._call(j, "reset", None, {"checkpoint": data})
+        return j, observation, info
 
     def restart(self, i: int) -> None:
         """A fresh actor for episode i (after it died); reset it before stepping."""

@@ -15,7 +15,7 @@ def test_a_mistyped_option_suggests_the_one_meant() -> None:
 
 
 def test_an_unknown_option_lists_the_options_and_is_a_value_error() -> None:
-    with pytest.raises(ValueError, match=r"'colour' is not an option.*The options: command_timeout_s, .*workspace_root"):
+    with pytest.raises(ValueError, match=r"'colour' is not an option.*The options: checkpoint_dir, .*command_timeout_s, .*workspace_root"):
         gym.make("mle/aerial-cactus", sandbox="local", colour="blue")
 
 
