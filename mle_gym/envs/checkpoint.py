@@ -898,6 +898,44 @@ def root_labels(sandbox: Sandbox) -> dict[str, str]:
     return {path: roles.get(path, path) for path in sandbox.workspace_roots()}
 
 
+def _ahead(pieces: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
+    """`pieces`, made in a thread up to `depth` ahead: reading, checking and framing the next piece (hashing
+    and file reads let go of the GIL) overlaps the helper's taking of this one."""
+    import queue
+
+    box: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def make() -> None:
+        try:
+            for piece in pieces:
+                while not stop.is_set():
+                    try:
+                        box.put(("piece", piece), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            box.put(("end", None))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the consumer's thread
+            box.put(("error", exc))
+
+    worker = threading.Thread(target=make, name="mle-gym-checkpoint-restore", daemon=True)
+    worker.start()
+    try:
+        while True:
+            kind, value = box.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        worker.join(5)
+
+
 def restore_checkpoint(sandbox: Sandbox, checkpoint: Checkpoint) -> dict[str, Any]:
     """Unpack `checkpoint`'s files into the sandbox (which should be fresh), inside it, as the agent.
 
@@ -912,7 +950,7 @@ def restore_checkpoint(sandbox: Sandbox, checkpoint: Checkpoint) -> dict[str, An
                                       "made with")
     roots = [where[label] for label in checkpoint.manifest.roots]
     try:
-        return sandbox.write_workspace(roots, _batched(_restore_pieces(checkpoint), SNAPSHOT_CHUNK))
+        return sandbox.write_workspace(roots, _ahead(_batched(_restore_pieces(checkpoint), SNAPSHOT_CHUNK)))
     except WorkspaceStreamError as exc:
         if exc.code == "EBADMSG":
             raise CheckpointCorruptError(f"the sandbox refused to unpack checkpoint {checkpoint.id[:12]}: {exc}") from None

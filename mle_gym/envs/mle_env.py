@@ -186,6 +186,7 @@ class MLEEnv(gym.Env[str, dict]):
         self._auto_ids: list[str] = []
         self._last_auto = 0.0
         self._listeners: list[Callable[[str, dict[str, Any]], None]] = []
+        self._sandbox_fresh = False
         # Counted among the Docker episodes alive on this machine from now on, so that envs made side by
         # side (a vector env's) share its memory under memory="auto" (see mle_gym.envs.host_memory).
         self._live = host_memory.register_episode() if self.config.sandbox == "docker" else None
@@ -266,7 +267,10 @@ class MLEEnv(gym.Env[str, dict]):
                 options = host_memory.resolve_memory(options, self._live)
             self.sandbox = make_sandbox(self.config.sandbox, self.dataset.public, options)
             self.sandbox.start()
-        self.sandbox.reset()
+        if self._sandbox_fresh:  # a fork's sandbox, started for it a moment ago: nothing to replace yet
+            self._sandbox_fresh = False
+        else:
+            self.sandbox.reset()
         paths = self.sandbox.paths
         self.action_space.code_dir, self.action_space.data_dir = ".", paths.data
         if seed is not None:
@@ -457,11 +461,30 @@ class MLEEnv(gym.Env[str, dict]):
             child.dataset, child._mlebench_text = self.dataset, self._mlebench_text
             child._store = self._ensure_store().acquire()
             child.tree_id = self.tree_id
+            child._start_sandbox_from(self)
             child.restored = child._begin(seed=None, options=None, checkpoint=checkpoint, kind="fork")
         except BaseException:
             child.close()
             raise
         return child
+
+    def _start_sandbox_from(self, parent: MLEEnv) -> None:
+        """A fork's sandbox: in Docker, the parent's warm spare when it is ready (the parent starts another; the
+        fork's container then has the parent's memory limit, both envs having one config), else a container
+        made now; either way fresh, so the fork's first episode does not replace it."""
+        assert self.dataset is not None
+        options = self.config.backend_options()
+        if self.config.sandbox == "docker":
+            options = host_memory.resolve_memory(options, self._live)
+        sandbox = make_sandbox(self.config.sandbox, self.dataset.public, options)
+        self.sandbox = sandbox
+        hand_over = getattr(parent.sandbox, "hand_over_spare", None)
+        box = hand_over() if callable(hand_over) else None
+        if box is not None:
+            sandbox.start_from(parent.sandbox, box)  # type: ignore[attr-defined]
+        else:
+            sandbox.start()
+        self._sandbox_fresh = True
 
     def drop_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Free the store of a checkpoint no longer needed (its blobs no other checkpoint uses go too)."""

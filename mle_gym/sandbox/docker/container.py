@@ -758,6 +758,35 @@ class DockerSandbox(InsideSandbox):
         return super()._ensure_helper()
 
     # -- checkpoints -------------------------------------------------------------------
+    def hand_over_spare(self) -> _Box | None:
+        """The warm spare, if it is ready, for a fork's sandbox of the same settings (`start_from`); this sandbox
+        starts another in the background. None when there is none ready, or when GPUs are leased (a spare made
+        with this sandbox's GPUs must not serve another episode)."""
+        spare = self._spare
+        if self._gpu_lease is not None or spare is None or not spare.done() or spare.exception() is not None:
+            return None
+        box = self._take_spare()
+        if self.config.warm_pool and not self._closed:
+            self._spare = _WORKERS.submit(self._make_box)
+        return box
+
+    def start_from(self, parent: DockerSandbox, box: _Box) -> None:
+        """Start this new sandbox in a container `parent.hand_over_spare()` gave, with what the parent learnt of
+        the image (the agent's uid, the writable places, the manifest, the GPUs)."""
+        self._check_open()
+        self._prepare()
+        self._agent_spec, self._writable = parent._agent_spec, list(parent._writable)
+        self._manifest, self._gpus_got = dict(parent._manifest), list(parent._gpus_got)
+        self._box = box
+        self._helper = box.helper
+        self.breach = None
+        self.disk_used_bytes = None
+        self._last_disk_check = time.monotonic()
+        if self._helper is None or not self._helper.alive():
+            self._start_helper()
+        if self.config.warm_pool:
+            self._spare = _WORKERS.submit(self._make_box)
+
     def workspace_roots(self) -> list[str]:
         """Every place the agent can write in this image (the disk check's roots: /home/agent, /tmp...),
         the three folders first."""
