@@ -8,8 +8,10 @@ the costly case; --text for text-like data) and 200 small files.
   tar out        `docker exec CONTAINER tar -cf - -C /home code` into a host file (no hashing, no compression)
   incremental    a second checkpoint after 1 MB of the workspace changed: what it costs grows with that
   restore        env.unwrapped.restore(c): the warm spare becomes the container, the helper unpacks the stream
+                 (each timed with the spare ready: an episode outlasts the second a container takes to start)
   tar in         `docker exec -i CONTAINER tar -xf - -C /home` of the tar out, into the running container
-  fork           env.unwrapped.fork(c): a new env, its own container, the files restored into it
+  fork           env.unwrapped.fork(c): a new env in the parent's warm spare (the parent starts another), the
+                 files restored into it; with no spare ready it makes a container, as make + reset does
   make + reset   gym.make(...) and reset(): a new env with an empty workspace
 The aim (issue 28): restore of 100 MB within 1 s; incremental cost with what changed, not with the workspace.
 Usage: python bench/bench_checkpoint.py [ROUNDS] [--big] [--text]
@@ -89,6 +91,7 @@ def main(rounds: int = 3, big: bool = False, text: bool = False) -> None:
                 got.setdefault("tar in", []).append(timed(lambda: tar_in(container, tarball))[0])
                 wait_for_spare(env)
                 got.setdefault("restore", []).append(timed(lambda: u.restore(checkpoint))[0])
+                wait_for_spare(env)
                 t, fork = timed(lambda: u.fork(checkpoint))
                 fork.close()
                 got.setdefault("fork", []).append(t)
