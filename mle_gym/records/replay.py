@@ -11,6 +11,7 @@ local backend, which runs the recorded commands on this machine as the user, nee
 from __future__ import annotations
 
 import getpass
+import json
 import logging
 import math
 from pathlib import Path
@@ -221,6 +222,48 @@ def _placement_note(traj: Trajectory, used: dict[str, Any], sandbox: str) -> str
             f"limits come from the command line and the defaults (here sandbox={sandbox})")
 
 
+MAX_BRANCH_DEPTH = 1000
+"""Ancestors a branch's replay follows at most (a tree search's deepest line of branches)."""
+
+
+def _find_episode(folder: Path, episode_id: str) -> Trajectory | None:
+    """The trajectory in `folder` whose header names `episode_id` (only first lines are read to find it)."""
+    for candidate in sorted(folder.glob("*.jsonl")):
+        try:
+            with candidate.open("r", encoding="utf-8", errors="replace") as handle:
+                first = handle.readline(1 << 22)
+            if episode_id not in first or json.loads(first).get("episode_id") != episode_id:
+                continue
+        except (OSError, ValueError):
+            continue
+        return load_trajectory(candidate)
+    return None
+
+
+def branch_chain(traj: Trajectory) -> list[tuple[Trajectory, int]]:
+    """A branched episode's ancestors, the first episode of its tree first, each with the step of it the next
+    began after; [] for an episode that began with a plain reset. The ancestors are looked for in the branch's
+    own folder (where the recorder writes a tree); TrajectoryError when one is missing or the chain loops."""
+    chain: list[tuple[Trajectory, int]] = []
+    seen = {traj.header.episode_id}
+    current = traj
+    while current.header.parent_episode_id is not None:
+        parent_id, step = current.header.parent_episode_id, current.header.parent_step or 0
+        parent = _find_episode(traj.path.parent, parent_id)
+        if parent is None:
+            raise TrajectoryError(
+                f"{current.path}: this episode is a branch ({current.header.branch}) of episode {parent_id[:8]} after "
+                f"step {step}, whose trajectory is not in {traj.path.parent}; a branch replays from the first episode "
+                "of its tree, so keep the tree's trajectories in one folder")
+        if parent.header.episode_id in seen or len(chain) >= MAX_BRANCH_DEPTH:
+            raise TrajectoryError(f"{current.path}: the chain of parent episodes loops or is deeper than "
+                                  f"{MAX_BRANCH_DEPTH}; a recorder never writes that")
+        seen.add(parent.header.episode_id)
+        chain.append((parent, step))
+        current = parent
+    return list(reversed(chain))
+
+
 def replay_trajectory(path: Path | str, *, sandbox: Literal["docker", "local"] = "docker",
                       run_on_this_machine: bool = False, **env_options: Any) -> ReplayReport:
     """Re-run the actions recorded in `path` in a fresh env with the recorded episode settings and seed.
@@ -251,6 +294,8 @@ def replay_trajectory(path: Path | str, *, sandbox: Literal["docker", "local"] =
             "you trust")
     traj = load_trajectory(path)
     header = traj.header
+    chain = branch_chain(traj)
+    start = chain[0][0].header if chain else header  # where the tree began: a plain reset
     env_id = _env_id(traj)
     competition = gym.registry[env_id].kwargs["competition"]
     if competition.startswith("split:"):
@@ -272,9 +317,28 @@ def replay_trajectory(path: Path | str, *, sandbox: Literal["docker", "local"] =
              header.seed, sandbox)
     env = gym.make(env_id, **config)
     try:
-        obs, info = env.reset(seed=header.seed, options=header.reset_options)
+        obs, info = env.reset(seed=start.seed, options=start.reset_options)
         path_map = _path_map(traj, info)
-        match, detail = _compare_observation(header.prompt, obs, path_map)
+        recorded_prompt = header.prompt
+        if chain:
+            # The steps that led to the branch point, then what the branch began with: a checkpoint there,
+            # restored (processes dropped, a fresh shell), as the recording's episode did.
+            replayed = 0
+            for ancestor, upto in chain:
+                ancestor_map = _path_map(ancestor, info)
+                for rec in ancestor.steps:
+                    if rec.index > upto:
+                        break
+                    env.step(_rewrite(rec.action, ancestor_map))
+                    replayed += 1
+            obs, info = env.unwrapped.restore(env.unwrapped.checkpoint())
+            path_map = _path_map(traj, info)
+            notes.append(f"the recording is a branch ({header.branch}) of episode {str(header.parent_episode_id)[:8]} "
+                         f"after step {header.parent_step}: the replay took the {replayed} step(s) of its parent "
+                         "trajectories that led there, then checkpointed and restored there")
+            # the note after the prompt states the time left, which a replay cannot match
+            recorded_prompt, obs = (text.split("\n\n[This episode was restored", 1)[0] for text in (recorded_prompt, obs))
+        match, detail = _compare_observation(recorded_prompt, obs, path_map)
         report = ReplayReport(
             path=str(traj.path), competition=competition, env_id=env_id, seed=header.seed,
             sandbox=sandbox, on_this_machine=sandbox == "local", sandbox_info=dict(info.get("sandbox") or {}),

@@ -613,3 +613,34 @@ def test_a_run_killed_mid_episode_resumes_from_its_last_checkpoint(tmp_path: Pat
     counted = [int(line) for line in trajectory.steps[-2].observation.split("\n") if line.strip().isdigit()]
     assert counted == list(range(11))  # the files as the checkpoint had them, then the steps after it
     assert not folder.exists()  # recorded: its checkpoints went
+
+
+def test_a_branch_replays_through_its_parents(tmp_path: Path) -> None:
+    from mle_gym.errors import TrajectoryError
+    from mle_gym.records.replay import replay_trajectory
+
+    env = TrajectoryRecorder(make("local"), tmp_path)
+    try:
+        env.reset(seed=4)
+        bash(env, "echo one > a.txt")
+        checkpoint = env.unwrapped.checkpoint()
+        bash(env, "echo two > a.txt")
+        env.unwrapped.restore(checkpoint)
+        bash(env, "cat a.txt; echo more >> a.txt")
+        fork = env.fork()
+        try:
+            bash(fork, "cat a.txt")
+            fork.step({"name": "submit", "arguments": {}})
+            leaf = fork.trajectory_path
+        finally:
+            fork.close()
+    finally:
+        env.close()
+    report = replay_trajectory(leaf, sandbox="local", run_on_this_machine=True)
+    assert report.reproduced, (report.prompt, report.steps, report.notes)
+    assert [s.index for s in report.steps] == [3, 4] and any("branch (fork)" in n for n in report.notes)
+    for other in tmp_path.glob("*.jsonl"):
+        if other != leaf:
+            other.unlink()
+    with pytest.raises(TrajectoryError, match="whose trajectory is not in"):
+        replay_trajectory(leaf, sandbox="local", run_on_this_machine=True)
