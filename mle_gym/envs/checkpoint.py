@@ -936,19 +936,24 @@ def _ahead(pieces: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
         worker.join(5)
 
 
-def restore_checkpoint(sandbox: Sandbox, checkpoint: Checkpoint) -> dict[str, Any]:
-    """Unpack `checkpoint`'s files into the sandbox (which should be fresh), inside it, as the agent.
-
-    The folders are the sandbox's own, found by their labels; a checkpoint naming one the sandbox does not
-    have is refused (CheckpointMismatchError). Raises CheckpointCorruptError for data that do not match
-    their digests."""
+def check_roots(checkpoint: Checkpoint, sandbox: Sandbox) -> list[str]:
+    """The sandbox's folders for the checkpoint's, in its order; CheckpointMismatchError for one it does not have."""
     where = {label: path for path, label in root_labels(sandbox).items()}
     foreign = [r for r in checkpoint.manifest.roots if r not in where]
     if foreign:
         raise CheckpointMismatchError(f"the checkpoint holds the folder {foreign[0]!r}, which this sandbox does not have "
                                       f"(its folders: {', '.join(where.values())}); restore it with the image it was "
                                       "made with")
-    roots = [where[label] for label in checkpoint.manifest.roots]
+    return [where[label] for label in checkpoint.manifest.roots]
+
+
+def restore_checkpoint(sandbox: Sandbox, checkpoint: Checkpoint) -> dict[str, Any]:
+    """Unpack `checkpoint`'s files into the sandbox (which should be fresh), inside it, as the agent.
+
+    The folders are the sandbox's own, found by their labels; a checkpoint naming one the sandbox does not
+    have is refused (CheckpointMismatchError). Raises CheckpointCorruptError for data that do not match
+    their digests."""
+    roots = check_roots(checkpoint, sandbox)
     try:
         return sandbox.write_workspace(roots, _ahead(_batched(_restore_pieces(checkpoint), SNAPSHOT_CHUNK)))
     except WorkspaceStreamError as exc:

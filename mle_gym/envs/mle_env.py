@@ -25,6 +25,7 @@ from mle_gym.envs.checkpoint import (
     CheckpointMismatchError,
     CheckpointStore,
     as_checkpoint,
+    check_roots,
     check_same,
     restore_checkpoint,
     restore_note,
@@ -267,6 +268,8 @@ class MLEEnv(gym.Env[str, dict]):
                 options = host_memory.resolve_memory(options, self._live)
             self.sandbox = make_sandbox(self.config.sandbox, self.dataset.public, options)
             self.sandbox.start()
+        if checkpoint is not None:  # before the running episode's sandbox is replaced
+            check_roots(checkpoint, self.sandbox)
         if self._sandbox_fresh:  # a fork's sandbox, started for it a moment ago: nothing to replace yet
             self._sandbox_fresh = False
         else:

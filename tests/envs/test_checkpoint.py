@@ -339,7 +339,7 @@ def test_restore_continues_the_episode_from_the_checkpoint(kind: str) -> None:
     with make(kind, max_steps=50) as env:
         u = env.unwrapped
         env.reset(seed=3)
-        bash(env, "echo one > a.txt && sleep 3600 &")
+        bash(env, "echo one > a.txt; sleep 3600 &")
         checkpoint = u.checkpoint()
         assert checkpoint.step == 1 and checkpoint.episode_id == u.episode_id
         bash(env, "echo two > a.txt && rm -f ../submission/* && touch later.txt")

@@ -134,9 +134,9 @@ def test_crafted_and_damaged_checkpoints_are_refused(open_episode, monkeypatch) 
                       roots=["/etc"])
     with pytest.raises(CheckpointMismatchError, match="which this sandbox does not have"):
         episode.unwrapped.reset(options={"checkpoint": outside})
-    episode.reset()
+    # refused before anything was replaced: the episode goes on as it was, /etc as the image made it
     out = episode.sh("ls /home/code; head -c 9 /etc/passwd; ls -ld /etc | cut -c1-10")
-    assert "real.txt" not in out and "root:x:0:" in out and "drwxr-xr-x" in out  # /etc as the image made it
+    assert "real.txt" in out and "root:x:0:" in out and "drwxr-xr-x" in out
 
 
 def test_the_helper_refuses_a_stream_that_reaches_through_a_link(open_episode) -> None:
