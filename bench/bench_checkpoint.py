@@ -19,7 +19,6 @@ Usage: python bench/bench_checkpoint.py [ROUNDS] [--big] [--text]
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import sys
@@ -85,14 +84,14 @@ def main(rounds: int = 3, big: bool = False, text: bool = False) -> None:
                 t, checkpoint = timed(u.checkpoint)
                 got.setdefault("checkpoint", []).append(t)
                 tarball = scratch / "code.tar"
-                got.setdefault("tar out", []).append(timed(lambda: tar_out(container, tarball))[0])
+                got.setdefault("tar out", []).append(timed(lambda c=container, t=tarball: tar_out(c, t))[0])
                 env.step({"name": "bash", "arguments": {"command": "head -c 1000000 /dev/urandom > /home/code/data/part0.bin"}})
                 got.setdefault("incremental", []).append(timed(u.checkpoint)[0])
-                got.setdefault("tar in", []).append(timed(lambda: tar_in(container, tarball))[0])
+                got.setdefault("tar in", []).append(timed(lambda c=container, t=tarball: tar_in(c, t))[0])
                 wait_for_spare(env)
-                got.setdefault("restore", []).append(timed(lambda: u.restore(checkpoint))[0])
+                got.setdefault("restore", []).append(timed(lambda u=u, c=checkpoint: u.restore(c))[0])
                 wait_for_spare(env)
-                t, fork = timed(lambda: u.fork(checkpoint))
+                t, fork = timed(lambda u=u, c=checkpoint: u.fork(c))
                 fork.close()
                 got.setdefault("fork", []).append(t)
 

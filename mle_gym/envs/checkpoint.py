@@ -47,7 +47,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mle_gym.errors import MLEGymError, SandboxError
-from mle_gym.sandbox.agentd import SNAPSHOT_CHUNK, TarReader, segments_of, tar_header, tar_padding
+from mle_gym.sandbox.agentd import (
+    SNAPSHOT_CHUNK,
+    TarReader,
+    segments_of,
+    tar_header,
+    tar_padding,
+)
 from mle_gym.sandbox.base import Sandbox, WorkspaceStreamError
 
 log = logging.getLogger(__name__)
@@ -512,7 +518,7 @@ class CheckpointStore:
 
     def list_ids(self) -> list[str]:
         """The ids of the checkpoints kept here, oldest first."""
-        paths = sorted((self.root / "checkpoints").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        paths = sorted((self.root / "checkpoints").glob("*.json"), key=lambda p: (p.stat().st_mtime_ns, p.name))
         return [p.stem for p in paths]
 
     def latest(self, *, auto_only: bool = False) -> Checkpoint | None:
@@ -667,7 +673,7 @@ class Checkpoint:
         needed = checkpoint.manifest.digests()
         extra = set(blobs) - set(needed)
         if extra:
-            raise CheckpointCorruptError(f"the checkpoint's bytes hold blob {sorted(extra)[0][:16]}, which no entry names")
+            raise CheckpointCorruptError(f"the checkpoint's bytes hold blob {min(extra)[:16]}, which no entry names")
         for digest, size in needed.items():
             if digest not in blobs:
                 raise CheckpointCorruptError(f"the checkpoint's bytes lack blob {digest[:16]}, which an entry needs")

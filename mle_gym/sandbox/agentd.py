@@ -1061,7 +1061,7 @@ class _Unpack:
         out, self._out = self._out, None
         if out is None:
             return
-        fd, segments, _piece, _done, digest, size, mode, mtime, given, name = out
+        fd, segments, _piece, _done, digest, _size, mode, mtime, given, name = out
         try:
             found = given if digest is None else digest.hexdigest()
             if not found or any(c not in "0123456789abcdef" for c in found) or len(found) != 64:
@@ -1110,13 +1110,13 @@ class _WorkspaceOps:
     _snapshot: _Snapshot | None = None
     _unpack: _Unpack | None = None
     _pending_known: dict | None = None
-    _known: dict = {}
+    _known: dict | None = None  # stat key -> (digest, segments) of the files the host holds
 
     def op_snapshot_begin(self, req: dict, _data: bytes) -> tuple[dict, bytes]:
         """Start a checkpoint stream of `roots`; `refs` false sends every file's content."""
         if self._snapshot is not None:
             self._snapshot.close()
-        known = self._known if req.get("refs", True) else {}
+        known = (self._known or {}) if req.get("refs", True) else {}
         self._snapshot = _Snapshot([str(r) for r in req["roots"]], known, int(req["max_bytes"]))
         self._pending_known = None
         return {}, b""

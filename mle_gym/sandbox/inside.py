@@ -33,7 +33,12 @@ from mle_gym.sandbox.base import (
     TextSlice,
     WorkspaceStreamError,
 )
-from mle_gym.sandbox.channel import HelperChannel, HelperFailure, HelperGoneError, Transport
+from mle_gym.sandbox.channel import (
+    HelperChannel,
+    HelperFailure,
+    HelperGoneError,
+    Transport,
+)
 
 log = logging.getLogger(__name__)
 
