@@ -417,7 +417,8 @@ class MLEEnv(gym.Env[str, dict]):
         return take_checkpoint(
             self.sandbox, self._ensure_store(), tree_id=self.tree_id, episode_id=self.episode_id,
             parent_checkpoint_id=self._parent_checkpoint_id, competition=self.competition.id,
-            version=self.config.version, data=self.config.data, sample_seed=self.dataset.seed,
+            version=self.config.version, data=self.config.data,
+            sample_seed=self.dataset.seed if self.config.sample_seed == "episode" else self.config.sample_seed,
             data_seed=self._data_seed if self.config.data_per_episode else None, holdout=self.config.holdout,
             sandbox=self.config.sandbox, step=self._steps,
             time_used_s=round(min(time.monotonic() - self._started, self.config.time_limit_s), 3), seed=self._seed,

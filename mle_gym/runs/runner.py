@@ -125,6 +125,7 @@ class PreparedRun:
     jobs: int | None
     record: bool
     ray_address: str | None
+    resume: bool = False  # also: an episode whose runner was killed goes on from its last checkpoint
 
     @property
     def nothing_to_do(self) -> bool:
@@ -160,7 +161,8 @@ def prepare_run(competitions: Sequence[str], *, agent: str, seeds: int | Sequenc
                           env_options={k: v for k, v in identity_env.items() if k not in ("data", "sandbox")})
     plan = plan_run(specs, out_dir, probe.identity(), resume=resume)
     return PreparedRun(out_dir=out_dir, plan=plan, agent=agent, factory=factory, agent_options=agent_options,
-                       user_env=user_env, identity_env=identity_env, jobs=jobs, record=record, ray_address=ray_address)
+                       user_env=user_env, identity_env=identity_env, jobs=jobs, record=record, ray_address=ray_address,
+                       resume=resume)
 
 
 def run(competitions: Sequence[str], *, agent: str, seeds: int | Sequence[int], out_dir: Path | str,
@@ -195,7 +197,7 @@ def execute_run(prepared: PreparedRun, *, progress: Progress | None = None,
     plan, out_dir, user_env, agent = prepared.plan, prepared.out_dir, prepared.user_env, prepared.agent
     agent_options, identity_env, record, jobs = (prepared.agent_options, prepared.identity_env, prepared.record,
                                                  prepared.jobs)
-    factory = prepared.factory
+    factory, resume = prepared.factory, prepared.resume
     if not plan.todo:
         if progress is not None:
             progress.close()
