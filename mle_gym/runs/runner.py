@@ -45,20 +45,30 @@ log = logging.getLogger(__name__)
 # depend on -j, so they are not part of the run's identity.
 _RUNNER_ENV_OPTIONS = ("warm_pool", "memory")
 
+
 def check_data(competitions: Sequence[str], env_options: dict[str, Any]) -> None:
     """Raise RunConfigError naming every competition an episode could not start on: Kaggle data not
-    prepared (data="kaggle"), or MLE-bench's text not fetched (prompt="mlebench")."""
+    prepared for the run's task version (data="kaggle"), a competition whose split cannot be re-run
+    on its public data (holdout="train"), or MLE-bench's text not fetched (prompt="mlebench")."""
     from mle_gym.competitions import get_competition
     from mle_gym.competitions.datasets import data_root, find_dataset
+    from mle_gym.competitions.holdout import holdout_problem
     from mle_gym.competitions.mlebench_text import find_mlebench_text
 
-    comps = [get_competition(c) for c in competitions]
+    version = env_options.get("version") or "v1"
+    comps = [get_competition(c).for_version(version) for c in competitions]
     problems = []
     if env_options.get("data") == "kaggle":
         missing = [c.id for c in comps if find_dataset(c, "kaggle") is None]
         if missing:
-            problems.append(f"the Kaggle data of {len(missing)} competition(s) is not prepared: {', '.join(missing)}; "
-                            f"run `mle-gym prepare {' '.join(missing)}` first")
+            flag = f" --version {version}" if version != "v1" else ""
+            problems.append(f"the Kaggle data of {len(missing)} competition(s) is not prepared for task version "
+                            f"{version}: {', '.join(missing)}; run `mle-gym prepare {' '.join(missing)}{flag}` first")
+    if env_options.get("holdout") == "train":
+        refused = [(c.id, why) for c in comps if (why := holdout_problem(c, env_options.get("data") or "sample"))]
+        if refused:
+            problems.append(f'holdout="train" cannot be made for {len(refused)} competition(s): '
+                            + "; ".join(f"{cid}: {why}" for cid, why in refused))
     if env_options.get("prompt") == "mlebench":
         missing = [c.id for c in comps if find_mlebench_text(c, root=data_root()) is None]
         if missing:
@@ -67,11 +77,13 @@ def check_data(competitions: Sequence[str], env_options: dict[str, Any]) -> None
     if problems:
         raise RunConfigError("; and ".join(problems) + " (no episode was started)")
 
+
 def default_jobs(requested: int | None, n_episodes: int) -> int:
     """`requested` if given (an LLM agent mostly waits on its endpoint: the CPU count is no cap),
     else the CPU count; never more than the number of episodes, at least 1."""
     want = requested if requested else (os.cpu_count() or 1)
     return max(1, min(want, n_episodes))
+
 
 @dataclass
 class RunPlan:

@@ -64,7 +64,8 @@ def test_ray_pool_checkpoints_travel_as_bytes(data_root: Path) -> None:
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'mle-gym[ray]')")
     from mle_gym.pools.ray_pool import RESOURCE, RayEpisodePool
 
-    ray.init(num_cpus=2, resources={RESOURCE: 4}, include_dashboard=False, log_to_driver=False,
+    # address="local": an instance of its own, whatever Ray runs on the machine (joining one refuses num_cpus)
+    ray.init(address="local", num_cpus=2, resources={RESOURCE: 4}, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"MLE_GYM_DATA": str(data_root)}})  # one data root: one checkpoint key
 
     async def main() -> None:

@@ -328,7 +328,7 @@ def test_kaggle_data_is_checked_before_any_episode(tmp_path: Path, monkeypatch: 
     assert main(["run", "aerial-cactus", "spooky", "--agent", "random", "--sandbox", "local", "--data", "kaggle",
                  "--out", str(out), "-q"]) == 1
     err = capsys.readouterr().err
-    assert ("the Kaggle data of 2 competition(s) is not prepared: aerial-cactus-identification, "
+    assert ("the Kaggle data of 2 competition(s) is not prepared for task version v1: aerial-cactus-identification, "
             "spooky-author-identification; run `mle-gym prepare aerial-cactus-identification "
             "spooky-author-identification` first (no episode was started)") in err
     assert not out.exists()
@@ -337,6 +337,38 @@ def test_kaggle_data_is_checked_before_any_episode(tmp_path: Path, monkeypatch: 
                  "--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert "not prepared" in err and "running" not in err and "episodes done" not in err and "[0/" not in err
+    assert not out.exists()
+
+
+def test_fixed_kaggle_data_is_checked_under_its_own_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from mle_gym.competitions import get_competition
+    from mle_gym.competitions.datasets import MARKER, find_dataset
+
+    root = tmp_path / "data"
+    monkeypatch.setenv("MLE_GYM_DATA", str(root))
+    # v1's Kaggle data of pizza is prepared (its marker is what find_dataset looks for); fixed's is not
+    pizza = get_competition("random-acts-of-pizza")
+    (root / pizza.id / "kaggle").mkdir(parents=True)
+    (root / pizza.id / "kaggle" / MARKER).write_text("{}")
+    assert find_dataset(pizza, "kaggle") is not None and find_dataset(pizza.for_version("fixed"), "kaggle") is None
+    out = tmp_path / "run"
+    assert main(["run", "pizza", "--agent", "random", "--sandbox", "local", "--data", "kaggle",
+                 "--env-option", "version=fixed", "--out", str(out), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert ("not prepared for task version fixed: random-acts-of-pizza; run `mle-gym prepare random-acts-of-pizza "
+            "--version fixed` first") in err
+    assert not out.exists()
+
+
+def test_holdout_train_is_refused_before_any_episode_where_no_resplit_exists(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    assert main(["run", "multi-modal-gesture-recognition", "aerial-cactus", "--agent", "random", "--sandbox", "local",
+                 "--env-option", "holdout=train", "--out", str(out), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert 'holdout="train" cannot be made for 1 competition(s): multi-modal-gesture-recognition: ' in err
+    assert "aerial-cactus" not in err.split('holdout="train"', 1)[1]  # the one that can be re-split is not named
     assert not out.exists()
 
 
