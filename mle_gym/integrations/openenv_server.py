@@ -61,6 +61,7 @@ from mle_gym.errors import (
     ResetOptionError,
 )
 from mle_gym.pools.episode_pool import EpisodePool
+from mle_gym.pools.faults import agent_fault, is_our_fault, trainer_message
 from mle_gym.records.jsonsafe import to_jsonable
 from mle_gym.tools.schemas import TOOL_ARGS, TOOL_DESCRIPTIONS, openai_tools
 
@@ -381,7 +382,13 @@ class SessionManager:
             except EpisodeEndedError as exc:  # the env's own clock or budget ended it between calls
                 session.running = False
                 raise EpisodeNotRunningError(str(exc)) from exc
-            except Exception as exc:  # anything else is ours: reported, the env closed, the server goes on
+            except MLEGymError as exc:
+                if is_our_fault(exc):  # ours whatever the agent did: reported, the env closed, the server goes on
+                    raise await self._fault(session, "step", exc) from exc
+                # may be the agent's doing (a helper or shell it killed, a grader its file broke): the episode
+                # ends as its outcome, scored 0 with the reason, never an error a trainer would drop
+                return await self._agent_fault(session, exc)
+            except Exception as exc:  # a bug of ours: reported, the env closed, the server goes on
                 raise await self._fault(session, "step", exc) from exc
             finally:
                 session.last_active = time.monotonic()
@@ -390,6 +397,18 @@ class SessionManager:
             if terminated or truncated:
                 session.running, session.done = False, True
             return _answer(obs, float(reward), terminated, truncated, info)
+
+    async def _agent_fault(self, session: _Session, exc: MLEGymError) -> dict[str, Any]:
+        """End the session's episode on a fault that may be the agent's: done, reward 0, the reason in the
+        observation and its info; the env is restarted so the next reset starts clean."""
+        fault = agent_fault(exc, session.step_count + 1)
+        session.step_count += 1
+        session.running, session.done = False, True
+        try:
+            await asyncio.to_thread(self.pool.restart, session.slot)
+        except Exception:  # best effort; the next reset makes a new env
+            log.exception("session %s: closing the environment after the agent's fault failed", session.id)
+        return _answer(fault.observation, fault.reward, False, True, {**fault.info(), "step": fault.step})
 
     async def _fault(self, session: _Session, what: str, exc: BaseException) -> HarnessFaultError:
         """A harness fault (or a bug) in the env: close it so the next reset starts clean; the error to
@@ -401,7 +420,7 @@ class SessionManager:
         except Exception:  # closing after a fault is best effort; the next reset makes a new env
             log.exception("session %s: closing the failed environment failed", session.id)
         kind = "harness fault" if isinstance(exc, MLEGymError) else "server bug"
-        return HarnessFaultError(f"{what} failed on the server ({kind}, {type(exc).__name__}: {exc}); the session's "
+        return HarnessFaultError(f"{what} failed on the server ({kind}, {trainer_message(exc)}); the session's "
                                 "environment was closed and its container removed; reset to start a new episode")
 
     # reaping

@@ -17,6 +17,11 @@ a dataset is a file and no file chooses where code runs.
   `BaseEnv` (`reset() -> (obs, info)`, `step(action) -> (obs, reward, done, info)`, `close()`,
   `from_dict(row)`, `is_multithread_safe()`); it subclasses rLLM's class when rLLM is importable,
   and is duck-typed to it otherwise. `rllm_dataset(...)` builds its rows.
+
+A fault out of a step (`mle_gym.pools.faults`): one that is ours whatever the agent did raises, its
+message without host paths (the trainer's infrastructure error); any other may be the agent's doing,
+so the episode ends there as its outcome: done, reward 0, the reason in the observation and in
+info (`truncation_reason="fault_in_step"`, `fault`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from typing import Any
 import gymnasium as gym
 
 from mle_gym.config import EnvConfig
+from mle_gym.errors import MLEGymError
+from mle_gym.pools.faults import agent_fault, is_our_fault, scrub_for_trainer
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +102,15 @@ class _Episode:
     def step(self, text: str) -> tuple[str, float, bool, dict[str, Any]]:
         if self.env is None or self.done:
             return "The episode is over; no tool runs any more.", 0.0, True, {}
-        obs, reward, terminated, truncated, info = self.env.step(text)
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(text)
+        except MLEGymError as exc:
+            if is_our_fault(exc):  # ours whatever the agent did: the trainer's infrastructure error, no host path
+                raise scrub_for_trainer(exc, "an episode's step") from None
+            # may be the agent's doing: the episode ends as its outcome, scored 0, with the reason
+            fault = agent_fault(exc, int(self.info.get("step", 0)) + 1)
+            self.done, self.info = True, {**self.info, **fault.info(), "step": fault.step}
+            return fault.observation, fault.reward, True, self.info
         self.done = bool(terminated or truncated)
         self.info = info
         return obs, float(reward), self.done, info
@@ -110,7 +125,8 @@ class _Episode:
 
 
 def _summary(info: Mapping[str, Any]) -> dict[str, Any]:
-    keep = ("competition", "tool", "exit_code", "tool_error", "step", "steps_left", "truncation_reason", "grade")
+    keep = ("competition", "tool", "exit_code", "tool_error", "step", "steps_left", "truncation_reason", "grade",
+            "fault")
     return {k: info[k] for k in keep if k in info}
 
 

@@ -24,8 +24,12 @@ error in that text, never an exception.
   otherwise, when TRL stopped the rollout first (its `max_completion_length` or
   `max_tool_calling_iterations`), the reward of the submission file as it stands on disk, graded
   as an end of budget is; None (not scored: TRL drops it as NaN) after a harness fault.
-- A harness fault (the sandbox died) raises from the tool: TRL shows the model its message and
-  counts a tool failure; the rollout's reward is then None, never the agent's failure.
+- A fault out of a step (`mle_gym.pools.faults`): one that is ours whatever the agent did (the daemon,
+  the image, a container that died) raises from the tool, its message without host paths; TRL shows
+  the model that message and counts a tool failure, and the rollout's reward is None, never the
+  agent's failure. Any other (a helper or shell that died, a grader that failed on the agent's file)
+  may be the agent's doing: the episode ends there, the tool returns the reason, and the reward is 0,
+  so a policy cannot escape a bad score by causing one.
 - `MLEToolEnv.close_all()` closes every instance's environment (containers go); TRL has no
   close hook, and interpreter exit closes them too.
 """
@@ -44,6 +48,7 @@ import gymnasium as gym
 
 from mle_gym.config import EnvConfig
 from mle_gym.errors import MLEGymError
+from mle_gym.pools.faults import agent_fault, is_our_fault, scrub_for_trainer
 from mle_gym.tools.schemas import TOOL_ARGS, TOOL_DESCRIPTIONS
 
 log = logging.getLogger(__name__)
@@ -172,9 +177,16 @@ class MLEToolEnv:
             return "The episode is over (it was submitted or ran out of budget); no tool runs any more."
         try:
             obs, reward, terminated, truncated, info = self._env.step(action)
-        except MLEGymError:
-            self._faulted = True  # ours, not the agent's: the rollout is not scored
-            raise
+        except MLEGymError as exc:
+            if is_our_fault(exc):
+                self._faulted = True  # ours whatever the agent did: the rollout is not scored
+                raise scrub_for_trainer(exc, "an MLEToolEnv tool call") from None
+            # anything else may be the agent's doing: its episode ends, scored 0, and it is told why
+            fault = agent_fault(exc, self._steps + 1)
+            self._steps += 1
+            self._ended, self._reward = True, fault.reward
+            self.last_info = {**self.last_info, **fault.info()}
+            return fault.observation
         self._steps += 1
         self.last_info = info
         if terminated or truncated:

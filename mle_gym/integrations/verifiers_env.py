@@ -61,7 +61,7 @@ except ImportError as exc:  # the extra is not installed
 from mle_gym.competitions import get_competition
 from mle_gym.errors import CompetitionNotFoundError, MLEGymError
 from mle_gym.pools.episode_pool import EpisodePool
-from mle_gym.pools.faults import is_our_fault, trainer_message
+from mle_gym.pools.faults import agent_fault, is_our_fault, trainer_message
 from mle_gym.registry import split_members
 from mle_gym.tools import openai_tools, tool_prompt
 
@@ -333,21 +333,17 @@ class MLEGymEnv(vf.MultiTurnEnv):
         the grader could not take): the rollout ends scored, reward 0, with the reason, never as an
         infrastructure error a trainer would drop (a policy must not learn to escape its score that way).
         The slot's env is reset right away: if that fails, the fault was ours after all, and the slot goes."""
-        step = episode["steps"] + 1
-        log.warning("mle-gym episode slot %d (%s): step %d raised %s; scored as the episode's outcome (reward 0)",
-                    slot, episode["competition"], step, type(exc).__name__, exc_info=exc)
+        fault = agent_fault(exc, episode["steps"] + 1)
         try:
             await self._call(slot, "reset", seed=episode["seed"], options={"competition": episode["competition"]})
         except MLEGymError as reset_exc:
             self._retire(slot, reset_exc)
-            raise vf.InfraError(f"the mle-gym episode ({episode['competition']}) failed in step {step}: "
-                                f"{trainer_message(exc)}; its environment could not be reset after it: "
+            raise vf.InfraError(f"the mle-gym episode ({episode['competition']}) failed in step {fault.step}: "
+                                f"{fault.reason}; its environment could not be reset after it: "
                                 f"{trainer_message(reset_exc)}") from exc
-        reason = trainer_message(exc)
-        episode.update(reward=0.0, finished=True, terminated=False, truncated=True, truncation_reason="fault_in_step",
-                       grade=None, fault={"type": type(exc).__name__, "message": reason, "step": step})
-        reply = [UserMessage(content=f"The episode ended at step {step}: the environment failed while running "
-                                     f"your actions ({reason}). It is scored as an episode without a submission.")]
+        episode.update(reward=fault.reward, finished=True, terminated=False, truncated=True,
+                       truncation_reason=fault.truncation_reason, grade=None, fault=dict(fault.record))
+        reply = [UserMessage(content=fault.observation)]
         state["final_env_response"] = reply
         return reply
 

@@ -13,6 +13,9 @@ Messages for trainers: `mle_gym.pools.messages`.
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from mle_gym.errors import (
     CompetitionNotFoundError,
     ContainerDiedError,
@@ -25,10 +28,13 @@ from mle_gym.errors import (
     TrajectoryError,
 )
 from mle_gym.pools.episode_pool import EpisodeBusyError
-from mle_gym.pools.messages import trainer_message, without_host_paths
+from mle_gym.pools.messages import scrub_for_trainer, trainer_message, without_host_paths
 from mle_gym.pools.ray_pool import EpisodeActorDiedError
 
-__all__ = ["OUR_FAULTS", "is_our_fault", "trainer_message", "without_host_paths"]
+log = logging.getLogger(__name__)
+
+__all__ = ["OUR_FAULTS", "AgentFault", "agent_fault", "is_our_fault", "scrub_for_trainer", "trainer_message",
+           "without_host_paths"]
 
 OUR_FAULTS: tuple[type[BaseException], ...] = (
     SandboxStartError,  # no daemon, no image, no GPU, a container that would not start
@@ -40,6 +46,32 @@ OUR_FAULTS: tuple[type[BaseException], ...] = (
 )
 """Errors that are the harness's fault whatever the agent did."""
 
+
 def is_our_fault(exc: BaseException) -> bool:
     """Whether `exc` out of an episode is the harness's fault whatever the agent did (see OUR_FAULTS)."""
     return isinstance(exc, OUR_FAULTS)
+
+
+class AgentFault:
+    """An error out of `step()` that may be the agent's doing, as the end of its episode: scored 0,
+    with the reason (no host path, no traceback), the text the agent is shown, and the record of it."""
+
+    def __init__(self, exc: BaseException, step: int) -> None:
+        self.reason = trainer_message(exc)
+        self.step = step
+        self.reward = 0.0
+        self.truncation_reason = "fault_in_step"
+        self.record = {"type": type(exc).__name__, "message": self.reason, "step": step}
+        self.observation = (f"The episode ended at step {step}: the environment failed while running your actions "
+                            f"({self.reason}). It is scored as an episode without a submission.")
+
+    def info(self) -> dict[str, Any]:
+        """What the step's info says of it (as a budget's end says truncation_reason)."""
+        return {"truncation_reason": self.truncation_reason, "fault": dict(self.record), "grade": None}
+
+
+def agent_fault(exc: BaseException, step: int) -> AgentFault:
+    """`exc` out of step `step`, which `is_our_fault` says may be the agent's: its episode's end (see AgentFault).
+    The whole error goes to the log."""
+    log.warning("step %d raised %s; the episode ends as the agent's outcome", step, type(exc).__name__, exc_info=exc)
+    return AgentFault(exc, step)

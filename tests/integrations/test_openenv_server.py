@@ -28,7 +28,7 @@ openenv_client = require("openenv.core.generic_client", "dev")
 import requests  # noqa: E402  (openenv-core's own dependency)
 from websockets.sync.client import connect  # noqa: E402
 
-from mle_gym.errors import EpisodeEndedError, ResetOptionError, ShellDiedError  # noqa: E402
+from mle_gym.errors import ContainerDiedError, EpisodeEndedError, ResetOptionError, ShellDiedError  # noqa: E402
 from mle_gym.integrations.openenv_server import create_app, serve_in_thread  # noqa: E402
 from mle_gym.integrations.remote_env import RemoteEnv, RemoteEnvError  # noqa: E402
 from mle_gym.tools.schemas import openai_tools  # noqa: E402
@@ -221,23 +221,51 @@ def test_idle_sessions_are_reaped_and_their_sandboxes_removed(server: tuple[str,
     assert requests.get(f"{url}/health").json()["active_sessions"] == 0
 
 
+def _break_step(app: Any, error: Exception) -> None:
+    manager = app.state.manager
+    (session,) = manager._sessions.values()
+    inner = manager.pool.env(session.slot).unwrapped
+
+    def broken(action: Any) -> Any:
+        raise error
+
+    inner.step = broken
+
+
+def test_a_fault_the_agent_may_have_caused_ends_its_episode_scored(server: tuple[str, Any]) -> None:
+    url, app = server
+    with connect(url.replace("http", "ws") + "/ws", additional_headers=AUTH) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {}}))
+        workspace = _workspace(json.loads(ws.recv(timeout=60))["data"]["observation"]["info"])
+        # a shell that died may be the agent's doing: an outcome of its episode, never an error a trainer drops
+        _break_step(app, ShellDiedError("the shell in the sandbox exited (test) under /var/lib/secret/x"))
+        ws.send(json.dumps({"type": "step", "data": BASH}))
+        answer = json.loads(ws.recv(timeout=60))
+        assert answer["type"] == "observation", answer
+        data = answer["data"]
+        assert data["done"] is True and data["reward"] == 0.0
+        info = data["observation"]["info"]
+        assert info["truncation_reason"] == "fault_in_step" and info["fault"]["type"] == "ShellDiedError"
+        assert "ShellDiedError" in data["observation"]["text"] and "/var/lib/secret" not in json.dumps(answer)
+        assert _wait(lambda: not workspace.exists())  # the env was restarted
+        ws.send(json.dumps({"type": "step", "data": BASH}))
+        assert json.loads(ws.recv(timeout=60))["type"] == "error"  # the episode is over
+        ws.send(json.dumps({"type": "reset", "data": {}}))
+        assert json.loads(ws.recv(timeout=60))["type"] == "observation"  # a fresh environment
+        ws.send(json.dumps({"type": "step", "data": BASH}))
+        assert json.loads(ws.recv(timeout=60))["data"]["observation"]["text"].startswith("hello")
+
+
 def test_a_harness_fault_is_an_error_answer_and_the_session_recovers(server: tuple[str, Any]) -> None:
     url, app = server
     with connect(url.replace("http", "ws") + "/ws", additional_headers=AUTH) as ws:
         ws.send(json.dumps({"type": "reset", "data": {}}))
         workspace = _workspace(json.loads(ws.recv(timeout=60))["data"]["observation"]["info"])
-        manager = app.state.manager
-        (session,) = manager._sessions.values()
-        inner = manager.pool.env(session.slot).unwrapped
-
-        def broken(action: Any) -> Any:
-            raise ShellDiedError("the shell in the sandbox exited (test)")
-
-        inner.step = broken
+        _break_step(app, ContainerDiedError("the container mle-gym-x died (test); see /var/lib/docker/y"))
         ws.send(json.dumps({"type": "step", "data": BASH}))
         fault = json.loads(ws.recv(timeout=60))["data"]
-        assert fault["code"] == "EXECUTION_ERROR" and "ShellDiedError" in fault["message"]
-        assert "reset to start a new episode" in fault["message"]
+        assert fault["code"] == "EXECUTION_ERROR" and "ContainerDiedError" in fault["message"]
+        assert "reset to start a new episode" in fault["message"] and "/var/lib/docker" not in fault["message"]
         assert _wait(lambda: not workspace.exists())  # the failed environment was closed
         ws.send(json.dumps({"type": "reset", "data": {}}))
         assert json.loads(ws.recv(timeout=60))["type"] == "observation"  # a fresh environment
