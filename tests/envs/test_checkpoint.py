@@ -644,3 +644,35 @@ def test_a_branch_replays_through_its_parents(tmp_path: Path) -> None:
             other.unlink()
     with pytest.raises(TrajectoryError, match="whose trajectory is not in"):
         replay_trajectory(leaf, sandbox="local", run_on_this_machine=True)
+
+
+@pytest.mark.parametrize("per_episode", [{"sample_seed": "episode"}, {"holdout": "train"}],
+                         ids=["sample_seed-episode", "holdout-train"])
+def test_a_branch_runs_on_its_own_episodes_data(per_episode: dict[str, Any]) -> None:
+    """Where each episode gets its own data (and so its own answers), a fork, and a reset or resume from
+    a checkpoint in another env, run on the data of the checkpoint's episode, whatever the reset's seed."""
+    with make("local", **per_episode) as env:
+        u = env.unwrapped
+        env.reset(seed=11)
+        root, seed = u.dataset.root, u.dataset.seed
+        bash(env, "echo mine > f.txt")
+        checkpoint = u.checkpoint()
+        assert checkpoint.manifest.data_seed == 11 and checkpoint.manifest.holdout == u.config.holdout
+        fork = u.fork()
+        try:
+            assert fork.dataset.root == root and fork.dataset.seed == seed
+        finally:
+            fork.close()
+        env.reset(seed=12)
+        assert u.dataset.root != root  # a new episode, other data
+        with make("local", **per_episode) as other:
+            other.reset(seed=99, options={"checkpoint": checkpoint.to_bytes()})
+            assert other.unwrapped.dataset.root == root
+            assert bash(other, "cat f.txt")[0].startswith("mine")
+    # a checkpoint of an episode on fixed data has no episode data to name: refused
+    with make("local") as env:
+        env.reset(seed=0)
+        fixed = env.unwrapped.checkpoint()
+    with make("local", **per_episode) as other:
+        with pytest.raises(CheckpointMismatchError, match="data made per episode"):
+            other.reset(options={"checkpoint": fixed})
