@@ -544,7 +544,9 @@ def group_rollouts(trajs: Iterable[Trajectory], *, max_tokens: int | None = None
     `{"competition", "run": {"config_id", "agent", "model", "agent_options", "env_options"}, "n",
     "mean_reward", "rollouts": [{"episode_id", "seed", "reward", "medal",
     "any_medal", "valid_submission", "score", "grade" (the full medal report), "complete", "end_reason",
-    "usage", "conversations" (each a list of messages in OpenAI chat form, as in openai-chat)}], "tools"}`.
+    "usage", "branch", "parent_episode_id", "parent_step", "tree_id", "resumed" (where the episode branched
+    from: None for a first episode), "conversations" (each a list of messages in OpenAI chat form, as in
+    openai-chat)}], "tools"}`.
     Rollouts whose longest conversation exceeds `max_tokens` are left out.
     """
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -580,6 +582,9 @@ def _rollout(traj: Trajectory, max_tokens: int | None) -> tuple[str, Any, dict[s
         "end_reason": traj.end.end_reason if traj.end is not None else None,
         "usage": records[0]["metadata"]["usage"], "model": records[0]["metadata"]["model"],
         "sample_data": traj.header.sample_data, "source": str(traj.path),
+        # a tree search's rollouts stay a tree: each names the episode and step it branched from
+        "branch": traj.header.branch, "parent_episode_id": traj.header.parent_episode_id,
+        "parent_step": traj.header.parent_step, "tree_id": traj.header.tree_id, "resumed": traj.header.resumed,
         "conversations": [r["messages"] for r in records],
     }
 

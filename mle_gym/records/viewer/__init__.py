@@ -1,7 +1,8 @@
 """`mle-gym view`'s page: one self-contained HTML file of one or more runs.
 
 data (episodes collected from runs and trajectories), escape (text made safe for the page), plots
-(SVG), template (the page's CSS and script), page (the HTML), server (serving the written file).
+(SVG), branches (each tree of restored, forked and resumed episodes as nested lists), template (the
+page's CSS and script), page (the HTML), server (serving the written file).
 Its command line lives in `mle_gym.cli.view`. May import records, runs.rates and tools.parse.
 """
 

@@ -28,6 +28,7 @@ from mle_gym.records.trajectory import (
     call_purpose,
     describe_branch,
 )
+from mle_gym.records.viewer.branches import branches_section
 from mle_gym.records.viewer.data import (
     DEFAULT_MAX_CHARS,
     DEFAULT_PAGE,
@@ -447,6 +448,7 @@ def render_page(episodes: Sequence[Episode], *, title: str = "mle-gym run",
     body.append(comparison_section(views, base))
     for view in views:
         body.append(_run_section(view))
+    body.append(branches_section(episodes))
     body.append('<h2 id="episodes">Episodes</h2>')
     body.append('<div class="toolbar"><input id="q" type="search" placeholder="search steps: a command, an error, '
                 'a file name…" aria-label="search steps"><button id="expand" type="button">open all</button>'

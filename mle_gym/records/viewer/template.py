@@ -66,10 +66,15 @@ table.compare tr.baseline td{background:#f3f8ff}
 svg .lane{font-size:13px;font-weight:600}
 figure.timeline svg.plot{max-width:640px}
 .runmeta{font-size:.85em}.small{font-size:.8em;margin:.1em 0}
+.branches{overflow-x:auto}
+ul.tree,ul.tree ul{list-style:none;margin:.15em 0;padding-left:0}
+ul.tree ul{border-left:2px solid var(--line);margin-left:.35em;padding-left:.9em}
+ul.tree li{margin:.3em 0;overflow-wrap:anywhere;min-width:14em}
+.how{font-weight:600}
 @media (max-width:600px){body{font-size:14px}main{padding:8px}pre{font-size:12px;max-height:24em}
  svg .tick{font-size:19px}svg .lbl{font-size:20px}svg .lane{font-size:20px}
  table.compare th,table.compare td{min-width:6.5em}th.runcol{min-width:5.5em;max-width:7em}
- th.runcol .dim{display:none}}
+ th.runcol .dim{display:none}ul.tree ul{padding-left:.5em;margin-left:.2em}}
 """
 
 # A class per run colour (a style attribute would be blocked by the page's CSP).
