@@ -28,7 +28,7 @@ from mle_gym.records.trajectory import Trajectory
 from mle_gym.records.viewer.data import Episode, ViewerInputError, episode_usage
 from mle_gym.records.viewer.escape import _fmt_num, _fmt_s, esc
 from mle_gym.records.viewer.plots import MEDAL_COLOURS, PALETTE, _svg_open, _thresholds
-from mle_gym.runs.rates import SPLIT_LABELS, RunReport, Stat, Summary
+from mle_gym.runs.rates import SPLIT_LABELS, RunReport, Stat, Summary, finite_number
 
 SPLIT_ORDER = ("low", "medium", "high", "dev", "unknown", "all")
 
@@ -173,8 +173,7 @@ def legend(runs: Sequence[RunView]) -> str:
 def _finite_score(grade: dict[str, Any] | None) -> float | None:
     if not grade or isinstance(grade.get("score"), bool):
         return None
-    score = grade.get("score")
-    return float(score) if isinstance(score, (int, float)) and math.isfinite(score) else None
+    return finite_number(grade.get("score"))  # an int past a float's range is no score, not an OverflowError
 
 
 def shared_strip_svg(competition: str, runs: Sequence[RunView]) -> str:
@@ -259,8 +258,8 @@ def scatter_svg(runs: Sequence[RunView], *, x: str) -> str:
             rec = e.record
             xv = float(rec.steps) if x == "steps" else float(rec.duration_s)
             pct = (rec.grade or {}).get("percentile")
-            valid = isinstance(pct, (int, float)) and not isinstance(pct, bool) and math.isfinite(pct)
-            points.append((r, rec, xv, float(pct) if valid else 0.0, valid))
+            shown = finite_number(pct)
+            points.append((r, rec, xv, shown if shown is not None else 0.0, shown is not None))
     width, height, left, right, top, bottom = 640, 240, 64, 16, 14, 40
     what = "steps" if x == "steps" else "wall time"
     parts = [_svg_open(width, height, f"leaderboard percentile of each episode against its {what}")]
@@ -398,19 +397,20 @@ def episodes_table(runs: Sequence[RunView]) -> str:
             rec = e.record
             grade = rec.grade or {}
             tin, tout, cost = episode_usage(e.trajectory)
-            if not (tin or tout) and rec.usage and isinstance(rec.usage.get("total_tokens"), (int, float)):
-                tokens = f"{int(rec.usage['total_tokens']):,}"
+            total = finite_number(rec.usage.get("total_tokens")) if isinstance(rec.usage, dict) else None
+            if not (tin or tout) and total is not None:
+                tokens = f"{int(total):,}"
             else:
                 tokens = f"{tin:,} in / {tout:,} out" if tin or tout else "-"
             cost = cost if cost is not None else rec.cost_usd
-            pct = grade.get("percentile")
+            pct = finite_number(grade.get("percentile"))  # a results file's figures: only finite numbers
             errors = tool_errors(e.trajectory)
             score = _finite_score(grade)
             cells = [rec.competition, str(rec.seed), rec.status,
                      "invalid" if grade and not grade.get("valid_submission") else
                      ("-" if score is None else _fmt_num(score)),
                      str(grade.get("medal") or "none") if grade.get("valid_submission") else "none",
-                     f"{100 * pct:.1f}%" if isinstance(pct, (int, float)) and not isinstance(pct, bool) else "-",
+                     f"{100 * pct:.1f}%" if pct is not None else "-",
                      str(rec.steps), _fmt_s(rec.duration_s), tokens,
                      f"${cost:.4f}" if isinstance(cost, (int, float)) else "-",
                      ", ".join(f"{k} {v}" for k, v in sorted(errors.items())) or "-"]
