@@ -34,6 +34,7 @@ import gymnasium as gym
 
 from mle_gym.config import EnvConfig
 from mle_gym.errors import MLEGymError
+from mle_gym.pools.episode_pool import share_host_memory
 from mle_gym.pools.faults import agent_fault, is_our_fault, scrub_for_trainer
 
 log = logging.getLogger(__name__)
@@ -59,13 +60,24 @@ def _plain(config: Any) -> dict[str, Any]:
     return dict(config)  # type: ignore[arg-type]
 
 
+def _shared(options: dict[str, Any], episodes_at_once: Any) -> dict[str, Any]:
+    """`options` with memory shared out among `episodes_at_once` Docker episodes (see host_memory)."""
+    if episodes_at_once is None:
+        return options
+    if isinstance(episodes_at_once, bool) or not isinstance(episodes_at_once, int) or episodes_at_once < 1:
+        raise ValueError(f"episodes_at_once is a whole number of at least 1, got {episodes_at_once!r}")
+    return share_host_memory(options, episodes_at_once, where="the trainer's env config")
+
+
 def _env_options(config: Any) -> tuple[str, dict[str, Any]]:
     """(env id, gym.make options) from a trainer's env config: its `mle_gym` section, else its top level;
-    keys that are not env settings (the trainer's own) are left out."""
+    keys that are not env settings (the trainer's own) are left out. `episodes_at_once` (how many
+    rollouts run at once) shares the machine's memory among them as EpisodePool does."""
     plain = _plain(config)
     section = _plain(plain.get("mle_gym")) if "mle_gym" in plain else plain
     env_id = section.get("env_id") or DEFAULT_ENV_ID
-    return str(env_id), {k: v for k, v in section.items() if k in _SETTINGS}
+    options = {k: v for k, v in section.items() if k in _SETTINGS}
+    return str(env_id), _shared(options, section.get("episodes_at_once"))
 
 
 def _row_episode(row: Mapping[str, Any]) -> tuple[str | None, int | None]:
@@ -208,9 +220,11 @@ class MLEGymRLLMEnv(_RLLMBase):  # type: ignore[misc,valid-type]
         if _RLLMBase is not object:
             super().__init__()
         options = dict(env_options or {})
+        at_once = options.pop("episodes_at_once", None)
         unknown = set(options) - _SETTINGS
         if unknown:
             raise ValueError(f"unknown env option(s) {sorted(unknown)}; see mle_gym.config.EnvConfig")
+        options = _shared(options, at_once)
         self.episode = _Episode(env_id, options, competition, seed)
         self._idx: Any = None
 

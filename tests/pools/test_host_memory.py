@@ -165,3 +165,37 @@ def test_a_vector_env_of_two_gives_each_container_half(docker_image: str, mode: 
     while live_episodes() and time.monotonic() < deadline:  # async workers exit after close()
         time.sleep(0.1)
     assert live_episodes() == {}
+
+
+def test_trainer_adapters_share_memory_among_their_episodes_at_once() -> None:
+    from mle_gym.integrations.text_envs import MLEGymRLLMEnv, _env_options
+    from mle_gym.integrations.trl_env import environment_factory
+
+    assert environment_factory(data="sample", episodes_at_once=4)()._env_options["memory"] == memory_share(4)
+    assert _env_options({"mle_gym": {"data": "sample", "episodes_at_once": 3}})[1]["memory"] == memory_share(3)
+    rllm = MLEGymRLLMEnv("aerial-cactus", 0, env_options={"data": "sample", "episodes_at_once": 2})
+    assert rllm.episode.options["memory"] == memory_share(2)
+    too_much = f"{host_memory_bytes() // 2 // MIB + 1}m"
+    with pytest.raises(HostMemoryError, match="environment_factory: 2 episodes"):
+        environment_factory(data="sample", memory=too_much, episodes_at_once=2)
+    with pytest.raises(HostMemoryError, match="the trainer's env config: 2 episodes"):
+        _env_options({"data": "sample", "memory": too_much, "episodes_at_once": 2})
+    for bad in (0, True, "4"):
+        with pytest.raises(ValueError, match="episodes_at_once"):
+            environment_factory(data="sample", episodes_at_once=bad)
+
+
+@pytest.mark.docker
+def test_trl_rollouts_at_once_each_get_their_share(docker_image: str) -> None:
+    from mle_gym.integrations.trl_env import MLEToolEnv, environment_factory
+
+    make = environment_factory(data="sample", image=docker_image, warm_pool=False, episodes_at_once=2)
+    envs = [make(), make()]
+    try:
+        names = []
+        for env in envs:
+            env.reset(competition="aerial-cactus", seed=0)
+            names.append(env.last_info["sandbox"]["container_name"])
+        assert _memory_of(names) == [memory_share_mib(2) * MIB] * 2
+    finally:
+        MLEToolEnv.close_all()
