@@ -380,17 +380,24 @@ def test_gc_removes_labelled_containers_of_dead_processes(docker_image: str) -> 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True).stdout.strip()
     client = docker_sdk.from_env()
+    labels = {LABEL: "1", LABEL_PID: dead, LABEL_HOST: socket.gethostname()}
     stray = client.containers.run(docker_image, ["sleep", "infinity"], detach=True, name=f"mle-gym-stray-{dead}",
-                                  labels={LABEL: "1", LABEL_PID: dead, LABEL_HOST: socket.gethostname(),
-                                          LABEL_RUN: os.environ["MLE_GYM_RUN_LABEL"]})
+                                  labels={**labels, LABEL_RUN: os.environ["MLE_GYM_RUN_LABEL"]})
+    # another run's (a user's live episodes, another CI job's) on the same daemon, just as dead-looking
+    others = client.containers.run(docker_image, ["sleep", "infinity"], detach=True,
+                                   name=f"mle-gym-other-run-{dead}", labels={**labels, LABEL_RUN: "someone-else"})
     try:
-        assert stray.name in gc_containers(only_run=os.environ["MLE_GYM_RUN_LABEL"])  # this run's alone
+        removed = gc_containers(only_run=os.environ["MLE_GYM_RUN_LABEL"])  # this run's alone
+        assert stray.name in removed and others.name not in removed
         assert stray.name not in [c.name for c in list_containers()]
+        others.reload()
+        assert others.status == "running"
     finally:
-        try:
-            stray.remove(force=True)
-        except docker_sdk.errors.NotFound:
-            pass
+        for container in (stray, others):
+            try:
+                container.remove(force=True)
+            except docker_sdk.errors.NotFound:
+                pass
         client.close()
 
 
@@ -415,8 +422,20 @@ def test_gc_removes_unused_data_images_and_keeps_used_ones(tmp_path: Path, make_
         unused.close()
         used_tag = used.describe()["data_image"]
         assert used_tag != unused_tag
-        removed = gc_data_images(older_than_s=0, only_run=os.environ["MLE_GYM_RUN_LABEL"])  # never others' images
-        assert unused_tag in removed and used_tag not in removed
+        # a data image of another run (a user's, another CI job's), unused too: never this run's to remove
+        import io
+
+        from mle_gym.sandbox.docker import LABEL_RUN
+
+        other_tag = f"mle-gym-data:other-run-{os.getpid()}"
+        dockerfile = f"FROM {docker_image}\nLABEL {LABEL_RUN}=someone-else\n".encode()
+        client.images.build(fileobj=io.BytesIO(dockerfile), tag=other_tag, rm=True)
+        try:
+            removed = gc_data_images(older_than_s=0, only_run=os.environ["MLE_GYM_RUN_LABEL"])  # never others'
+            assert unused_tag in removed and used_tag not in removed and other_tag not in removed
+            assert other_tag in {tag for image in client.images.list(name="mle-gym-data") for tag in image.tags}
+        finally:
+            client.images.remove(other_tag, force=True)
         tags = {tag for image in client.images.list(name="mle-gym-data") for tag in image.tags}
         assert used_tag in tags and unused_tag not in tags
         assert run(used, "head -1 /home/data/train.csv").output == "id,label\n"
