@@ -762,12 +762,12 @@ class DockerSandbox(InsideSandbox):
         """The warm spare, if it is ready, for a fork's sandbox of the same settings (`start_from`); this sandbox
         starts another in the background. None when there is none ready, or when GPUs are leased (a spare made
         with this sandbox's GPUs must not serve another episode)."""
-        spare = self._spare
-        if self._gpu_lease is not None or spare is None or not spare.done() or spare.exception() is not None:
+        ready = [f for f in self._spares if f.done() and not f.cancelled() and f.exception() is None]
+        if self._gpu_lease is not None or not ready:
             return None
-        box = self._take_spare()
-        if self.config.warm_pool and not self._closed:
-            self._spare = _WORKERS.submit(self._make_box)
+        box = self._take_spare()  # a ready one: the oldest ready spare
+        if not self._closed:
+            self._refill_spares()
         return box
 
     def start_from(self, parent: DockerSandbox, box: _Box) -> None:
@@ -784,8 +784,7 @@ class DockerSandbox(InsideSandbox):
         self._last_disk_check = time.monotonic()
         if self._helper is None or not self._helper.alive():
             self._start_helper()
-        if self.config.warm_pool:
-            self._spare = _WORKERS.submit(self._make_box)
+        self._refill_spares()
 
     def workspace_roots(self) -> list[str]:
         """Every place the agent can write in this image (the disk check's roots: /home/agent, /tmp...),
