@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -128,7 +129,8 @@ def test_cli_run_on_ray_with_the_docker_sandbox(agents_importable: Path, tmp_pat
     assert all(r["grade"]["submission_exists"] is False for r in rows)  # Echo writes no file: graded, invalid
     assert "[2/2] ✓ aerial-cactus-identification seed" in captured.err
     assert len(list((out / "trajectories").glob("*.jsonl"))) == 2
-    (row,) = [line for line in captured.out.splitlines() if line.startswith("aerial-cactus-identification")]
+    # the table's row (the audit's footer names the competition too, with a seed)
+    (row,) = [line for line in captured.out.splitlines() if re.match(r"aerial-cactus-identification +\d", line)]
     assert row.split()[:2] == ["aerial-cactus-identification", "2"]
 
 

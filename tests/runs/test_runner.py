@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,8 @@ def test_cli_run_prints_the_table_and_writes_reports(tmp_path: Path, capsys: pyt
                  "--out", str(out), "--max-steps", "10", "--agent-option", "max_actions=2", "--jobs", "1"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    (row,) = [line for line in captured.out.splitlines() if line.startswith("aerial-cactus-identification")]
+    # the table's row (the audit's footer names the competition too, with a seed)
+    (row,) = [line for line in captured.out.splitlines() if re.match(r"aerial-cactus-identification +\d", line)]
     assert row.split()[:3] == ["aerial-cactus-identification", "2", "0"]  # not a terminal: one row a line
     assert "!! sample data: not comparable to MLE-bench !!" in captured.out
     assert "Low (Lite): MLE-bench, padded" in captured.out and "incomplete: 1 of 22" in captured.out
