@@ -4,50 +4,22 @@ format, for a real tree of episodes (a first episode, its restore, a fork of the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import gymnasium as gym
 import pytest
+from branch_trees import record_branch_tree
 
 import mle_gym  # noqa: F401  (registers the envs)
 from mle_gym.records.export import export_records
-from mle_gym.records.trajectory import TrajectoryRecorder, load_trajectory
+from mle_gym.records.trajectory import load_trajectory
 
 BRANCH_KEYS = ("branch", "parent_episode_id", "parent_step", "tree_id", "resumed")
 
 
-def _bash(env: Any, command: str) -> None:
-    obs, _r, terminated, truncated, _info = env.step({"name": "bash", "arguments": {"command": command}})
-    assert not (terminated or truncated), obs
-
-
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> list[Path]:
-    out = tmp_path_factory.mktemp("export-branches")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLE_GYM_DATA", str(data_root))
-        env = TrajectoryRecorder(gym.make("mle/aerial-cactus", sandbox="local", data="sample"), out,
-                                 run_metadata={"agent": "tree-test"})
-        try:
-            env.reset(seed=2)
-            _bash(env, "echo a > a")
-            checkpoint = env.unwrapped.checkpoint()
-            _bash(env, "echo b > a")
-            first = env.trajectory_path
-            env.unwrapped.restore(checkpoint)
-            _bash(env, "cat a")
-            restored = env.trajectory_path
-            fork = env.fork()
-            try:
-                info = fork.env.unwrapped.restored[1]
-                _bash(fork, f"cp {info['paths']['data']}/sample_submission.csv {info['submission_path']}")
-                fork.step({"name": "submit", "arguments": {}})
-                forked = fork.trajectory_path
-            finally:
-                fork.close()
-        finally:
-            env.close()
-    return [first, restored, forked]
+    """A first episode, its restore and a fork of the restore (`branch_trees.record_branch_tree`)."""
+    paths = record_branch_tree(tmp_path_factory.mktemp("export-branches"), data_root, seed=2)
+    return [paths["first"], paths["restored"], paths["forked"]]
 
 
 def test_rollouts_name_the_episode_and_step_they_branched_from(tree: list[Path]) -> None:
