@@ -169,7 +169,32 @@ def test_awkward_values_grade_as_mlebench_grades_them(case: Case, tmp_path: Path
 
 
 def test_every_divergence_here_is_listed_in_the_docs() -> None:
+    """Each case where our outcome differs on purpose has its row in the table of docs/fidelity.md's "Grading:
+    awkward values" section (a row elsewhere, about another case of the competition, does not count): its
+    competition cell is the case's competition, its case cell names the value written (as written; a whole number
+    of more than 12 digits by its length, "30-digit" or "30 digits"), and its mle-gym cell, not its MLE-bench
+    cell, opens with our outcome ("invalid", "infinite", or the score as written), as the docs' tables state the
+    outcome first."""
     doc = (Path(__file__).resolve().parents[2] / "docs" / "fidelity.md").read_text()
+    heading = "### Grading: awkward values"
+    assert heading in doc, f"docs/fidelity.md has no {heading!r} section"
+    section = doc.split(heading, 1)[1].split("\n#", 1)[0]
+    table = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+             for line in section.splitlines() if line.startswith("| ")]
+    assert table and table[0] == ["competition", "case", "MLE-bench", "mle-gym", "why"], (
+        f"the {heading!r} section's table has another header: {table[:1]}")
+    header, *rows = table
+    at = {name: i for i, name in enumerate(header)}
     for case in CASES:
-        if case.ours is not None:
-            assert f"| {case.competition} |" in doc, f"docs/fidelity.md has no row for {case.competition}"
+        if case.ours is None:
+            continue
+        value = case.value
+        kinds = [value] if len(value) <= 12 else [f"{len(value)}-digit", f"{len(value)} digits"]
+        ours = (INVALID if case.ours == INVALID else "infinite" if math.isinf(float(case.ours)) else str(case.ours))
+        listed = [row for row in rows if len(row) == len(header) and row[at["competition"]] == case.competition]
+        assert listed, f"docs/fidelity.md's {heading!r} table has no row for {case.competition} ({case.name})"
+        assert any(any(kind in row[at["case"]] for kind in kinds) and row[at["mle-gym"]].startswith(ours)
+                   and not row[at["MLE-bench"]].startswith(ours) for row in listed), (
+            f"no row of docs/fidelity.md's {heading!r} table for {case.competition} names the value {kinds[0]!r} in "
+            f"its case cell and opens its mle-gym cell, not its MLE-bench cell, with our outcome {ours!r} "
+            f"({case.name}); its rows: {listed}")
