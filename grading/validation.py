@@ -556,7 +556,8 @@ def check_numeric(
         infinite = np.isinf(array)
         if infinite.any():
             raise InvalidSubmissionError(
-                f"column {column!r}: expected finite numbers; found {int(infinite.sum())} infinite value(s)"
+                f"column {column!r}: expected finite numbers; found {int(infinite.sum())} infinite value(s) (inf, "
+                "or a number too large for a 64-bit float, such as 1e400 or a whole number hundreds of digits long)"
             )
         expected = f"values in [{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
         if low is not None and (below := array < low).any():

@@ -87,7 +87,7 @@ def _check_encodings(aligned: pd.DataFrame, n_pixels: list[int]) -> None:
         bad = int(np.flatnonzero(~text.to_numpy())[0])
         raise InvalidSubmissionError(
             f"column 'encoded_pixels': expected a run-length encoding or '-' (no contrail) in every row; found "
-            f"{cells.tolist()[bad]!r} for record {aligned['record_id'].iloc[bad]!r} (write '-', not a blank, for an empty mask)")
+            f"{cells.tolist()[bad]!r} for record {aligned['record_id'].tolist()[bad]!r} (write '-', not a blank, for an empty mask)")
     check_encodings(["" if v == "-" else v for v in cells.tolist()], n_pixels,
                     [f"row {i + 1}" for i in range(len(cells))])
 

@@ -45,7 +45,7 @@ def validate(submission: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     if len(off):
         raise InvalidSubmissionError(
             f"each row's three probabilities must sum to 1 once rounded to 6 decimals; {len(off)} row(s) do not, "
-            f"e.g. id {aligned[ID].iloc[off[0]]!r} sums to {aligned[CLASSES].iloc[off[0]].astype(float).sum():.10g}"
+            f"e.g. id {aligned[ID].tolist()[off[0]]!r} sums to {aligned[CLASSES].iloc[off[0]].astype(float).sum():.10g}"
         )
     return aligned
 
