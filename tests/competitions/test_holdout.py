@@ -386,3 +386,18 @@ def test_docker_episode_on_a_resplit_of_the_sample_data(docker_image: str, root:
         assert set(held_again["id"]) != set(held["id"])
         assert str(sorted(held_again["id"])[:3]) in obs, obs
     assert not source.private.exists()
+
+
+def test_training_on_fixed_with_holdout_train_keeps_the_leak_out_of_the_resplit(root: Path) -> None:
+    """The path the README recommends for training (version="fixed", holdout="train"): the re-split's test
+    carries no leaking field, where v1's re-split brings pizza's `giver_username_if_known` back to the test
+    requests (the field is only known when a pizza was given)."""
+    givers = {}
+    for version in ("v1", "fixed"):
+        comp = get_competition("random-acts-of-pizza").for_version(version)
+        data = ensure_holdout_data(comp, ensure_sample_data(comp, seed=0), seed=3)
+        requests = pd.read_json(data.public / "test.json")
+        assert len(requests) > 0
+        givers[version] = int((requests.get("giver_username_if_known", pd.Series(dtype=object)) != "N/A").sum())
+        assert ("giver_username_if_known" in requests.columns) == (version == "v1")
+    assert givers["v1"] > 0 and givers["fixed"] == 0

@@ -360,3 +360,19 @@ def test_csv_has_the_split_size_and_padded_rates() -> None:
     low = rows[("split", "low")]
     assert low["split_size"] == "22" and low["complete"] == "False"
     assert float(low["any_medal"]) == pytest.approx(0.5) and float(low["padded_any_medal"]) == pytest.approx(1 / 22)
+
+
+def test_reports_never_pool_task_versions_or_holdouts() -> None:
+    """Rows of version "fixed" or of holdout "train" are other runs than MLE-bench's v1 on its own answers:
+    each gets a report of its own, even for one agent on one competition and seed."""
+    comp = _low()[0]
+
+    def row(**env_options: str) -> EpisodeRecord:
+        return EpisodeRecord(competition=comp, seed=0, agent="a", grade=_grade("gold"), env_options=env_options)
+
+    reports = summarize_runs([row(), row(version="fixed"), row(holdout="train"), row(version="fixed", holdout="train")])
+    assert len(reports) == 4
+    assert sorted(r.overall.episodes for r in reports.values()) == [1, 1, 1, 1]
+    kinds = sorted((r.identity["env_options"].get("version", "v1"), r.identity["env_options"].get("holdout", "mlebench"))
+                   for r in reports.values())
+    assert kinds == [("fixed", "mlebench"), ("fixed", "train"), ("v1", "mlebench"), ("v1", "train")]
