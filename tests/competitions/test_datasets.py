@@ -76,7 +76,14 @@ def test_list_shows_every_lite_competition_and_its_state(capsys) -> None:
         assert cid in out
     assert "kaggle data not prepared" in out
     assert main(["list", "--all"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 83  # a header and all 82 MLE-bench competitions
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 83  # a header and all 82 MLE-bench competitions
+    # each competition's tags: known leaks, prepare bugs, a public source (fixed version, docs/fidelity.md)
+    row = {line.split()[0]: line.split() for line in lines[1:]}
+    for cid, tag in (("random-acts-of-pizza", "leaky"), ("multi-modal-gesture-recognition", "leaky"),
+                     ("champs-scalar-coupling", "prepare-bug"), ("dog-breed-identification", "public-source")):
+        assert tag in row[cid], row[cid]
+    assert not {"leaky", "prepare-bug", "public-source"} & set(row["aerial-cactus-identification"])
 
 
 def test_env_ids_cover_every_lite_competition() -> None:
