@@ -1,8 +1,8 @@
 """Where MLE-bench's own source and a Python to run it are, for the tests that check our files with its code.
 
 MLE-bench's code stays outside this tree: a checkout of openai/mle-bench (`MLE_GYM_MLEBENCH_SRC`,
-default /work/ext/mlebench-src) and a Python with the packages its aggregator imports, numpy and
-scipy (`MLE_GYM_MLEBENCH_PYTHON`, default /work/ext/mlebench-venv/bin/python), made as
+default /work/mlebench-src) and a Python with the packages its aggregator imports, numpy and
+scipy (`MLE_GYM_MLEBENCH_PYTHON`, default /work/mlebench-venv/bin/python), made as
 scripts/record_mlebench_outcomes.py says. Without them the tests skip and say why (CI has no
 MLE-bench source); MLE_GYM_REQUIRE_MLEBENCH=1 turns the skip into a failure.
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-DEFAULT_SRC = "/work/ext/mlebench-src"
-DEFAULT_PYTHON = "/work/ext/mlebench-venv/bin/python"
+DEFAULT_SRC = "/work/mlebench-src"
+DEFAULT_PYTHON = "/work/mlebench-venv/bin/python"
 
 
 def _problem(src: Path, python: Path) -> str | None:
