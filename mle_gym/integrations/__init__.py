@@ -12,5 +12,6 @@ Each integration lives in its own module and imports its framework only there, s
 - `mle_gym.integrations.scripted_server`: a scripted OpenAI-compatible chat server that answers
   in raw text with `<tool_call>` blocks, to try an integration without a model (stdlib only).
 
-May import pools, tools, registry, competitions and errors; never the sandbox directly.
+May import pools, tools, records (JSON-safe values), envs (spaces), config, registry, competitions and
+errors; never the sandbox directly.
 """

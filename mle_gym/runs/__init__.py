@@ -3,5 +3,6 @@ the live progress view (progress) and the rates of a run folder, as MLE-bench co
 
 The Ray runner plugs into the runner through one small interface (`RayRunner.play`/`watch`/`close`)
 and imports only `episode`, never the runner: no import circle. May import envs (through
-Gymnasium), baselines, records, competitions and errors.
+Gymnasium), pools (the Ray runner's actors), baselines, records, tools (terminal-safe text),
+competitions and errors.
 """

@@ -1,8 +1,7 @@
 """Where agent commands run: one interface (base), the in-sandbox helper (agentd, one shipped stdlib file) and
 its channel, the shared inside-sandbox logic (inside), the local backend and the Docker backend (docker/).
 
-Knows nothing of competitions, tools or Gymnasium; only `docker/` imports the Docker SDK and only the
-session imports pexpect.
+Knows nothing of competitions, tools or Gymnasium; only `docker/` imports the Docker SDK.
 """
 
 from __future__ import annotations
