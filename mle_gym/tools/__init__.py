@@ -2,7 +2,8 @@
 
 `mle_gym.tools.schemas`, `parse`, `message` (raw model text) and `chat` (a system prompt's tool
 section) know nothing of Docker or Gymnasium, so an agent can import them alone to build its tool
-list and calls; `execute` runs calls on a sandbox (the only module here that imports sandbox).
+list and calls; `execute` runs calls on a sandbox and `render` shows its results (the two modules here
+that import sandbox).
 """
 
 from __future__ import annotations
