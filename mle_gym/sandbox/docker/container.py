@@ -232,6 +232,9 @@ class _Box:
         self.helper: HelperChannel | None = None  # the agent's side: shell and files, as the agent
         self.warden: HelperChannel | None = None  # root's side: disk usage, ending the agent's processes
         self.oom_kills = 0  # what the kernel had OOM-killed in the container when last asked
+        # the count as of the last command that ended with no new kill: a helper found gone later, with kills
+        # since, may have been one of them (its kill counted among the agent's when that command ended)
+        self.oom_kills_clean = 0
 
 
 class DockerSandbox(InsideSandbox):
@@ -724,7 +727,7 @@ class DockerSandbox(InsideSandbox):
         box = self._box
         if box is None:
             return
-        before = box.oom_kills
+        before = box.oom_kills_clean
         memory = self._warden_call({"op": "memory"}, timeout_s=30)
         if memory.get("oom_kills") is not None and int(memory["oom_kills"]) > before:
             raise LimitBreached("memory_limit", self._memory_breach_message(memory, "shell helper"))
@@ -736,6 +739,8 @@ class DockerSandbox(InsideSandbox):
         box = self._box
         if box is None or self.breach is not None or result.error is not None:
             return result
+        if box.oom_kills == before and not result.shell_restarted:
+            box.oom_kills_clean = box.oom_kills
         if result.exit_code == 137 or result.timed_out or result.shell_restarted or box.oom_kills > before:
             try:
                 memory = self._warden_call({"op": "memory"}, timeout_s=30)
