@@ -34,7 +34,7 @@ import gymnasium as gym
 
 from mle_gym.config import EnvConfig
 from mle_gym.errors import MLEGymError
-from mle_gym.pools.episode_pool import share_host_memory
+from mle_gym.pools.episode_pool import share_among
 from mle_gym.pools.faults import agent_fault, is_our_fault, scrub_for_trainer
 
 log = logging.getLogger(__name__)
@@ -62,11 +62,7 @@ def _plain(config: Any) -> dict[str, Any]:
 
 def _shared(options: dict[str, Any], episodes_at_once: Any) -> dict[str, Any]:
     """`options` with memory shared out among `episodes_at_once` Docker episodes (see host_memory)."""
-    if episodes_at_once is None:
-        return options
-    if isinstance(episodes_at_once, bool) or not isinstance(episodes_at_once, int) or episodes_at_once < 1:
-        raise ValueError(f"episodes_at_once is a whole number of at least 1, got {episodes_at_once!r}")
-    return share_host_memory(options, episodes_at_once, where="the trainer's env config")
+    return share_among(options, episodes_at_once, where="the trainer's env config")
 
 
 def _env_options(config: Any) -> tuple[str, dict[str, Any]]:

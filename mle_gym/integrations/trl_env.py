@@ -48,7 +48,7 @@ import gymnasium as gym
 
 from mle_gym.config import EnvConfig
 from mle_gym.errors import MLEGymError
-from mle_gym.pools.episode_pool import share_host_memory
+from mle_gym.pools.episode_pool import share_among
 from mle_gym.pools.faults import agent_fault, is_our_fault, scrub_for_trainer
 from mle_gym.tools.schemas import TOOL_ARGS, TOOL_DESCRIPTIONS
 
@@ -217,10 +217,7 @@ def environment_factory(env_id: str = "mle/aerial-cactus", *, episodes_at_once: 
     episode's memory left at "auto" is its share of the machine (`mle_gym.envs.host_memory`), and an
     explicit `memory` that many episodes could not all have raises HostMemoryError now. Without it,
     "auto" is shared among the Docker episodes alive when each container is made."""
-    if episodes_at_once is not None:
-        if isinstance(episodes_at_once, bool) or not isinstance(episodes_at_once, int) or episodes_at_once < 1:
-            raise ValueError(f"episodes_at_once is a whole number of at least 1, got {episodes_at_once!r}")
-        env_options = share_host_memory(env_options, episodes_at_once, where="environment_factory")
+    env_options = share_among(env_options, episodes_at_once, where="environment_factory")
     EnvConfig(competition="-", **env_options)
 
     def make() -> MLEToolEnv:

@@ -65,6 +65,16 @@ def share_host_memory(env_options: dict[str, Any], n: int, *, where: str) -> dic
     return options
 
 
+def share_among(env_options: dict[str, Any], episodes_at_once: Any, *, where: str) -> dict[str, Any]:
+    """`share_host_memory` for a trainer's `episodes_at_once` (how many rollouts run at once); None leaves
+    `env_options` as they are. Raises ValueError for anything but a whole number of at least 1."""
+    if episodes_at_once is None:
+        return env_options
+    if isinstance(episodes_at_once, bool) or not isinstance(episodes_at_once, int) or episodes_at_once < 1:
+        raise ValueError(f"episodes_at_once is a whole number of at least 1, got {episodes_at_once!r}")
+    return share_host_memory(env_options, episodes_at_once, where=where)
+
+
 class EpisodePool:
     """N environments, each stepped in its own thread; see the module docstring."""
 

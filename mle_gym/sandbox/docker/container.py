@@ -290,14 +290,7 @@ class DockerSandbox(InsideSandbox):
         box = self._take_spare()
         if box is None:
             box = self._make_box()
-        self._box = box
-        self._helper = box.helper
-        self.breach = None
-        self.disk_used_bytes = None
-        self._last_disk_check = time.monotonic()
-        if self._helper is None or not self._helper.alive():
-            self._start_helper()
-        self._refill_spares()
+        self._use_box(box)
 
     def close(self) -> None:
         if self._closed:
@@ -775,13 +768,9 @@ class DockerSandbox(InsideSandbox):
             self._refill_spares()
         return box
 
-    def start_from(self, parent: DockerSandbox, box: _Box) -> None:
-        """Start this new sandbox in a container `parent.hand_over_spare()` gave, with what the parent learnt of
-        the image (the agent's uid, the writable places, the manifest, the GPUs)."""
-        self._check_open()
-        self._prepare()
-        self._agent_spec, self._writable = parent._agent_spec, list(parent._writable)
-        self._manifest, self._gpus_got = dict(parent._manifest), list(parent._gpus_got)
+    def _use_box(self, box: _Box) -> None:
+        """Run the episode in `box` from now on: its helper (started if it has none alive), no breach, a fresh
+        disk clock; the warm pool refilled."""
         self._box = box
         self._helper = box.helper
         self.breach = None
@@ -790,6 +779,15 @@ class DockerSandbox(InsideSandbox):
         if self._helper is None or not self._helper.alive():
             self._start_helper()
         self._refill_spares()
+
+    def start_from(self, parent: DockerSandbox, box: _Box) -> None:
+        """Start this new sandbox in a container `parent.hand_over_spare()` gave, with what the parent learnt of
+        the image (the agent's uid, the writable places, the manifest, the GPUs)."""
+        self._check_open()
+        self._prepare()
+        self._agent_spec, self._writable = parent._agent_spec, list(parent._writable)
+        self._manifest, self._gpus_got = dict(parent._manifest), list(parent._gpus_got)
+        self._use_box(box)
 
     def workspace_roots(self) -> list[str]:
         """Every place the agent can write in this image (the disk check's roots: /home/agent, /tmp...),
