@@ -7,8 +7,10 @@ CI builds the slim profile only (a full build downloads several GB).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 
 import gymnasium as gym
@@ -17,7 +19,7 @@ import pytest
 import mle_gym  # noqa: F401  (registers the environments)
 from mle_gym.baselines.scripted import ScriptedAgent
 from mle_gym.runs.runner import play_episode
-from mle_gym.sandbox.docker.image import list_images, read_stack
+from mle_gym.sandbox.docker.image import list_images, lock_file, read_lock, read_manifest, read_stack
 
 pytestmark = pytest.mark.docker
 
@@ -78,6 +80,21 @@ def test_every_package_of_the_list_imports(full_image: str) -> None:
     modules = [p.module for p in packages if p.module is not None]
     result = json.loads(_run(full_image, IMPORT_ALL, json.dumps(modules)))
     assert result["failed"] == {} and result["imported"] == len(modules)
+
+
+def test_the_image_holds_exactly_the_lock(full_image: str) -> None:
+    """The manifest names the lock the stack was installed from, and the venv holds what it locks, no more."""
+    manifest = read_manifest(full_image)
+    assert manifest["lock_sha256"] == hashlib.sha256(lock_file().read_bytes()).hexdigest(), \
+        "this image was built from another lock; rebuild it with `mle-gym image build --offline --profile full`"
+
+    def normal(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    _, layers = read_lock()
+    locked = {normal(line.split("==", 1)[0]): line.split("==", 1)[1].split()[0] for x in layers for line in x.lines}
+    installed = {normal(name): version for name, version in manifest["packages"].items()}
+    assert installed == locked
 
 
 def test_pytorch_trains_one_step(full_image: str) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from mle_gym.errors import DockerUnavailableError
 from mle_gym.sandbox.docker import image
@@ -14,6 +16,7 @@ from mle_gym.sandbox.docker.image import (
     BASE_PACKAGES,
     BASE_TAG,
     MANIFEST_PATH,
+    LOCK_FILE,
     STACK_FILE,
     ImageBuildError,
     build_image,
@@ -23,11 +26,12 @@ from mle_gym.sandbox.docker.image import (
     full_stack_dockerfile,
     image_exists,
     list_images,
+    lock_is_current,
     make_rootfs_tarball,
     package_file,
+    read_lock,
     read_stack,
     rootfs_tarball_path,
-    stack_file,
 )
 
 FOLDERS = ("/home/data", "/home/submission", "/home/code", "/home/logs")
@@ -43,21 +47,49 @@ def test_layer_dockerfile_adds_the_user_folders_and_manifest() -> None:
     assert MANIFEST_PATH in text and 'mle-gym.profile="${PROFILE}"' in text
 
 
-def test_both_routes_install_the_same_package_file() -> None:
+def test_both_routes_install_the_same_complete_lock() -> None:
     online = package_file("Dockerfile").read_text()
-    assert f"-r /opt/mle-gym/{STACK_FILE}" in online and "python:3.11-bookworm" in online
-    layers, _ = read_stack()
+    assert f"--require-hashes --no-deps -r /opt/mle-gym/{LOCK_FILE}" in online and "python:3.11-bookworm" in online
+    _, layers = read_lock()
     offline = full_stack_dockerfile(layers, "base:1")
     runs = [line for line in offline.splitlines() if line.startswith("RUN echo 'mle-gym: installing layer")]
-    installed = [req for line in runs
-                 for req in line.split("pip install -c /tmp/constraints.txt ", 1)[1].split(" && ")[0].replace("'", "").split()]
-    # each layer is constrained by its own and the earlier layers' pins, never by a later layer's
-    assert [len(line.split("printf '%s\\n' ", 1)[1].split(" > ")[0].split()) for line in runs] == \
-        [sum(len(x.requirements) for x in layers[:k + 1]) for k in range(len(layers))]
-    assert offline.index(f"COPY {STACK_FILE}") > offline.index(runs[-1])  # a pin change keeps the layers before it
-    with_file = [line.split("#")[0].strip() for line in stack_file().read_text().splitlines()
-                 if "==" in line.split("#")[0]]
-    assert sorted(installed) == sorted(with_file)  # every pin of the file, each in exactly one layer
+    assert [run.split("installing layer ", 1)[1].split(" ", 1)[0] for run in runs] == [x.name for x in layers]
+    assert all("pip install --require-hashes --no-deps -r /tmp/layer.txt" in run for run in runs)
+    installed = [line for run in runs for line in re.findall(r"'([^' ]+==[^' ]+ --hash=[^']+)'", run)]
+    assert sorted(installed) == sorted(line for layer in layers for line in layer.lines)  # each locked line once
+    assert offline.index("pip check") > offline.index(runs[-1])
+    assert offline.index(f"COPY {STACK_FILE} {LOCK_FILE}") > offline.index(runs[-1])  # a change keeps earlier layers
+    assert "--upgrade" not in offline and " -c " not in offline  # nothing is resolved at build time
+
+
+def test_the_lock_is_complete_current_and_hashed() -> None:
+    """Every pin of the package file is in the lock at its version, with every other distribution the
+    image gets; each line names one version and the hashes of its files; the lock was made from
+    the package file as it is (so editing a pin without remaking the lock fails here)."""
+    assert lock_is_current(), "requirements-full.lock is older than requirements-full.txt: run scripts/lock_full_image.py"
+    _, layers = read_lock()
+    _, packages = read_stack()
+    locked: dict[str, str] = {}
+    for layer in layers:
+        for line in layer.lines:
+            name, rest = line.split("==", 1)
+            version, *hashes = rest.split()
+            assert hashes and all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), line[:120]
+            key = re.sub(r"[-_.]+", "-", name).lower()
+            assert key not in locked, f"{name} is locked twice"
+            locked[key] = version
+    for package in packages:  # versions compare as versions (MLE-bench pins openai==0.28; the lock says 0.28.0)
+        found = locked.get(re.sub(r"[-_.]+", "-", package.distribution).lower())
+        assert found is not None and Version(found) == Version(package.version), package
+    assert {"pip", "setuptools", "wheel"} <= set(locked) and len(locked) > 250  # dependencies included
+    assert layers[0].name == "bootstrap" and [x.name for x in layers[1:]] == [x.name for x in read_stack()[0]]
+
+
+def test_a_malformed_lock_line_names_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "lock.txt"
+    bad.write_text("## layer: a\nnumpy==1.26.4\n")
+    with pytest.raises(ImageBuildError, match="line 2.*lock_full_image"):
+        read_lock(bad)
 
 
 def test_full_profile_carries_mlebench_package_set() -> None:
