@@ -97,6 +97,15 @@ def test_the_image_holds_exactly_the_lock(full_image: str) -> None:
     assert installed == locked
 
 
+def test_importing_tensorflow_prints_nothing(full_image: str) -> None:
+    """TensorFlow 2.17's harmless "Unable to register cuDNN factory" errors would send an agent chasing them."""
+    proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--user", "1000:1000", full_image,
+                           "python3", "-c", "import tensorflow as tf; print(int(tf.reduce_sum(tf.ones([2, 2]))))"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip() == "4", proc.stderr[-2000:]
+    assert proc.stderr.strip() == ""
+
+
 def test_pytorch_trains_one_step(full_image: str) -> None:
     result = json.loads(_run(full_image, "import json\n" + ONE_STEP))
     assert result["after"] < result["before"]
