@@ -23,7 +23,9 @@ test runs it for every competition):
 
 Leaderboard figures of all MLE-bench competitions live in `figures.json` (rebuilt by
 `build_figures.py`), so every competition has its thresholds even before it has a folder.
-Never imports sandboxes or environments.
+Never imports sandboxes or environments. `gym.make` loads this module, so it loads without pandas:
+a competition's `competition.py` loads when its data code or grader is first used, the graders
+(`mle_gym.grading`'s validation, metrics and answers) when it first grades.
 """
 
 from __future__ import annotations
@@ -37,16 +39,18 @@ import tempfile
 import json
 import types
 from pathlib import Path
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mle_gym.errors import CompetitionNotFoundError, GradingError
-from mle_gym.grading import GradeReport, LeaderboardFigures, grade_submission
-from mle_gym.grading.metrics import get_metric
-from mle_gym.grading.answers import load_answers_csv
-from mle_gym.grading.validation import ColumnOrder, validate_standard
+from mle_gym.grading.columns import ColumnOrder
+from mle_gym.grading.medals import LeaderboardFigures
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from mle_gym.grading import GradeReport
 
 HERE = Path(__file__).resolve().parent
 
@@ -285,6 +289,8 @@ class Competition:
 
     # -- grading -------------------------------------------------------------------------
     def load_answers(self, private: Path) -> pd.DataFrame:
+        from mle_gym.grading.answers import load_answers_csv
+
         path = private / self.metadata.answers_file
         if not path.is_file():
             raise GradingError(
@@ -297,6 +303,8 @@ class Competition:
         custom = getattr(self.module, "validate", None)
         if custom is not None:
             return custom(submission, answers)
+        from mle_gym.grading.validation import validate_standard
+
         meta = self.metadata
         return validate_standard(
             submission, answers, id_column=meta.id_column, target_columns=meta.target_columns,
@@ -310,11 +318,15 @@ class Competition:
         custom = getattr(self.module, "score", None)
         if custom is not None:
             return float(custom(aligned, answers))
+        from mle_gym.grading.metrics import get_metric
+
         metric = get_metric(self.metadata.metric)
         return metric(aligned, answers, self.metadata.id_column, self.metadata.target_columns)
 
     def grade(self, submission_path: Path | None, private: Path, *, sample_data: bool) -> GradeReport:
         """Grade a submission file (on the host) against the answers in `private`."""
+        from mle_gym.grading.report import grade_submission
+
         return grade_submission(
             submission_path, self.load_answers(private), competition_id=self.id,
             figures=self.leaderboard, validate=self.validate, score=self.score, sample_data=sample_data,
@@ -364,6 +376,8 @@ def protocol_problems(comp: Competition) -> list[str]:
         except (TypeError, ValueError):
             problems.append(f"{comp.id}/competition.py: {name} must accept ({', '.join(params)}) positionally")
     if getattr(module, "score", None) is None:
+        from mle_gym.grading.metrics import get_metric
+
         try:
             get_metric(comp.metadata.metric)
         except KeyError:

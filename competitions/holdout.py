@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Literal
 
 from mle_gym.competitions import Competition
-from mle_gym.competitions.helpers import resplit_seed
 from mle_gym.errors import HoldoutUnsupportedError
 
 DataKind = Literal["sample", "kaggle"]
@@ -209,6 +208,8 @@ def seed_varies_split(comp: Competition, data: DataKind) -> bool:
 
 def resplit(comp: Competition, source_public: Path, public: Path, private: Path, seed: int, data: DataKind) -> None:
     """Run `comp`'s split on `source_public` treated as the download; the held-out part's answers go to `private`."""
+    from mle_gym.competitions.helpers import resplit_seed  # pandas: `gym.make(..., holdout="train")` loads this module
+
     check_holdout(comp, data)
     with tempfile.TemporaryDirectory(prefix=".holdout-raw-", dir=public.parent) as tmp:
         raw = Path(tmp)

@@ -53,7 +53,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from mle_gym.competitions import get_competition
 from mle_gym.errors import GradingError, InvalidSubmissionError
 from mle_gym.grading.report import GradeReport, invalid_report
-from mle_gym.grading.validation import read_submission_csv, run_validation, validation_notes
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +60,10 @@ GIB = 1024**3
 MIB = 1024**2
 
 # Imported by a worker before it says it is ready, so no request's time limit pays for them. The
-# competitions' own modules are loaded per request (they are small); the libraries they use are here.
-_PRELOAD = ["mle_gym.competitions", "sklearn.model_selection", "PIL.Image"]
+# competitions' own modules are loaded per request (they are small); the libraries they use are here
+# (validation and metrics bring pandas: mle_gym.competitions itself loads without it).
+_PRELOAD = ["mle_gym.competitions", "mle_gym.grading.validation", "mle_gym.grading.metrics", "sklearn.model_selection",
+            "PIL.Image"]
 # pandas' C parser turns a failed allocation into a ParserError with one of these texts, not a
 # MemoryError (the second when the MemoryError is raised by the file read it calls back).
 _PARSER_OUT_OF_MEMORY = ("C error: out of memory", "C error: Calling read(nbytes) on source failed")
@@ -488,6 +489,8 @@ def _grade(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validate(request: dict[str, Any]) -> dict[str, Any]:
+    from mle_gym.grading.validation import read_submission_csv, run_validation, validation_notes
+
     comp = get_competition(request["competition_id"]).for_version(request["version"])
     try:
         submission = read_submission_csv(Path(request["submission"]))

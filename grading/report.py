@@ -1,4 +1,8 @@
-"""The grade report and the one function that grades a submission file on the host."""
+"""The grade report and the one function that grades a submission file on the host.
+
+Loads without pandas, so that an env can name `GradeReport` before it grades anything;
+`grade_submission` imports the submission's reader and checks (pandas) when it runs.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,8 @@ import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from mle_gym.errors import GradingError, InvalidSubmissionError
@@ -20,13 +23,15 @@ from mle_gym.grading.medals import (
     percentile_for_score,
     round_score,
 )
-from mle_gym.grading.validation import read_submission_csv, run_validation
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
-Validator = Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]
+Validator = Callable[["pd.DataFrame", "pd.DataFrame"], "pd.DataFrame"]
 """validate(submission, answers) -> submission aligned to the answers; raises InvalidSubmissionError."""
-Scorer = Callable[[pd.DataFrame, pd.DataFrame], float]
+Scorer = Callable[["pd.DataFrame", "pd.DataFrame"], float]
 """score(aligned_submission, answers) -> raw score."""
 
 
@@ -112,6 +117,8 @@ def grade_submission(
     an exception: that is the agent's outcome. A failure of the metric itself on a valid
     submission raises GradingError: that is ours.
     """
+    from mle_gym.grading.validation import read_submission_csv, run_validation
+
     if submission_path is None or not submission_path.is_file():
         return invalid_report(competition_id, figures, sample_data=sample_data, exists=False,
                               reason="no submission file was found")

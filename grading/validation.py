@@ -26,13 +26,13 @@ import weakref
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype, is_bool_dtype, is_numeric_dtype
 
 from mle_gym.errors import GradingError, InvalidSubmissionError
+from mle_gym.grading.columns import ColumnOrder
 
 MAX_SUBMISSION_BYTES = 2 * 1024**3
 _SNIFF_BYTES = 64 * 1024
@@ -617,12 +617,6 @@ def _aligned(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str, po
         order[positions] = np.arange(n)
         aligned = submission.take(order).reset_index(drop=True)
     return aligned.assign(**{id_column: answers[id_column].to_numpy()})
-
-
-ColumnOrder = Literal["any", "id first", "targets as listed"]
-"""Which column order a grader relies on: none; the id first (a grader that reads every column
-after the first as the targets); the targets in the listed order (one that pairs them with the
-answers' columns by position)."""
 
 
 def check_column_order(submission: pd.DataFrame, id_column: str, target_columns: list[str],

@@ -1,4 +1,5 @@
-"""A new process stays light until it grades: no scikit-learn (nor, for the local sandbox, the Docker SDK) at gym.make."""
+"""A new process stays light until it grades or loads data: no pandas, scikit-learn or SciPy (nor, for the local
+sandbox, the Docker SDK) at gym.make."""
 
 from __future__ import annotations
 
@@ -7,29 +8,54 @@ import subprocess
 import sys
 import textwrap
 
+HEAVY = ("pandas", "sklearn", "scipy", "docker")
 
-def test_import_and_make_do_not_import_scikit_learn() -> None:
-    script = textwrap.dedent("""
+
+def test_import_and_make_load_no_heavy_library() -> None:
+    script = textwrap.dedent(f"""
         import json, sys
+        heavy = {HEAVY!r}
         import mle_gym
-        after_import = "sklearn" in sys.modules
+        after_import = [m for m in heavy if m in sys.modules]
         import gymnasium as gym
         env = gym.make("mle/aerial-cactus", sandbox="local", warm_pool_depth=2)
-        after_make = "sklearn" in sys.modules
-        docker_sdk = "docker" in sys.modules  # the local sandbox never needs it
+        after_make = [m for m in heavy if m in sys.modules]  # the local sandbox never needs the Docker SDK
         depth = env.unwrapped.config.warm_pool_depth
         env.close()
         # grading still finds its metric's scikit-learn when it needs it
         from mle_gym.grading.metrics import binary_roc_auc
         auc = binary_roc_auc([0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8])
-        print(json.dumps({"import": after_import, "make": after_make, "docker": docker_sdk, "depth": depth, "auc": auc,
-                          "sklearn_after_grade": "sklearn" in sys.modules}))
+        print(json.dumps({{"import": after_import, "make": after_make, "depth": depth, "auc": auc,
+                          "after_grade": [m for m in heavy if m in sys.modules]}}))
     """)
     proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert seen["import"] is False and seen["make"] is False and seen["docker"] is False, seen
-    assert seen["depth"] == 2 and seen["auc"] == 1.0 and seen["sklearn_after_grade"] is True
+    assert seen["import"] == [] and seen["make"] == [], seen
+    assert seen["depth"] == 2 and seen["auc"] == 1.0 and {"pandas", "sklearn"} <= set(seen["after_grade"])
+
+
+def test_grading_a_made_env_loads_what_it_needs() -> None:
+    # gym.make loads no grader: the competition's answers, validation and metric load on first use, in this process too
+    script = textwrap.dedent("""
+        import json, shutil, sys, tempfile
+        from pathlib import Path
+        import mle_gym, gymnasium as gym
+        env = gym.make("mle/aerial-cactus", sandbox="local", data="sample")
+        comp = env.unwrapped.competition
+        root = Path(tempfile.mkdtemp())
+        for folder in ("public", "private"):
+            (root / folder).mkdir()
+        comp.generate_sample(root / "public", root / "private", 0)
+        (root / "public").joinpath("sample_submission.csv").replace(root / "submission.csv")
+        report = comp.grade(root / "submission.csv", root / "private", sample_data=True)
+        env.close()
+        shutil.rmtree(root)
+        print(json.dumps({"valid": report.valid_submission, "pandas": "pandas" in sys.modules}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"valid": True, "pandas": True}
 
 
 def test_warm_pool_depth_reaches_the_docker_backend() -> None:
