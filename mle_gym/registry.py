@@ -1,9 +1,11 @@
 """Gymnasium registration: `mle/<kaggle-id>` and `mle/<alias>` for every packaged competition,
 and `mle/split-<name>` (a competition of an MLE-bench split, drawn per reset).
 
-Registration reads each competition's `metadata.json` directly instead of importing
-`mle_gym.competitions` (pandas, scikit-learn and the graders): `import mle_gym.tools`, which an
-agent does for the schemas alone, goes through this module and must stay light.
+`import mle_gym` registers the envs the moment Gymnasium loads (at once if it already has), so
+registration must stay light: it reads each competition's `metadata.json` directly instead of
+importing `mle_gym.competitions`. And this module loads without Gymnasium, since that moment may
+come while it is being imported (`from mle_gym.registry import env_ids` in a fresh process).
+`import mle_gym.tools` alone never runs it.
 """
 
 from __future__ import annotations
@@ -11,14 +13,20 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
-from gymnasium.envs.registration import WrapperSpec
+if TYPE_CHECKING:
+    import gymnasium as gym
+    from gymnasium.envs.registration import WrapperSpec
 
 ENTRY_POINT = "mle_gym.envs.mle_env:MLEEnv"
-STEP_BUDGET_HOOK = WrapperSpec(name="MLEStepBudget", entry_point="mle_gym.registry:apply_time_limit", kwargs={})
-"""Applied by `gym.make` after its TimeLimit wrapper: hands `max_episode_steps` to the env."""
+
+
+def step_budget_hook() -> WrapperSpec:
+    """Applied by `gym.make` after its TimeLimit wrapper: hands `max_episode_steps` to the env."""
+    from gymnasium.envs.registration import WrapperSpec
+
+    return WrapperSpec(name="MLEStepBudget", entry_point="mle_gym.registry:apply_time_limit", kwargs={})
 
 
 def _competition_names() -> list[tuple[str, str]]:
@@ -82,11 +90,13 @@ def apply_time_limit(env: gym.Env, **_: Any) -> gym.Env:
     added to step(). A TimeLimit applied by hand (`TimeLimit(env, 5)`) is not seen: pass
     `max_steps=5` instead.
     """
-    spec = env.unwrapped.spec
-    if spec is not None and STEP_BUDGET_HOOK not in spec.additional_wrappers:
+    import gymnasium as gym
+
+    spec, hook = env.unwrapped.spec, step_budget_hook()
+    if spec is not None and hook not in spec.additional_wrappers:
         # `gym.make` resets the env's spec to no additional wrappers; put this hook back so that
         # `gym.make(env.spec)` maps the limit again.
-        spec.additional_wrappers = (*spec.additional_wrappers, STEP_BUDGET_HOOK)
+        spec.additional_wrappers = (*spec.additional_wrappers, hook)
     if isinstance(env, gym.wrappers.TimeLimit):
         limit = env._max_episode_steps
         inner = env.unwrapped
@@ -98,6 +108,9 @@ def apply_time_limit(env: gym.Env, **_: Any) -> gym.Env:
 
 def register_envs() -> None:
     """Register every competition under both names; safe to call more than once."""
+    import gymnasium as gym
+
+    hook = step_budget_hook()
     names = _competition_names()
     read = (_figures(), {cid for cid, _ in names})
     for competition, alias in names:
@@ -109,9 +122,9 @@ def register_envs() -> None:
             # seed and actions do not give the same info (and training code may be random).
             gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"competition": competition},
                          disable_env_checker=False, nondeterministic=True,
-                         additional_wrappers=(STEP_BUDGET_HOOK,))
+                         additional_wrappers=(hook,))
     for split in SPLIT_IDS:
         env_id = f"mle/split-{split}"
         if env_id not in gym.registry and split_members(split, _read=read):
             gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"competition": f"split:{split}"},
-                         disable_env_checker=False, nondeterministic=True, additional_wrappers=(STEP_BUDGET_HOOK,))
+                         disable_env_checker=False, nondeterministic=True, additional_wrappers=(hook,))

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -120,11 +118,3 @@ def test_tool_prompt_hermes_round_trip() -> None:
     assert tools == openai_tools()
     with pytest.raises(ValueError, match="unknown tool prompt style 'chatml'; expected one of hermes"):
         tool_prompt(style="chatml")  # type: ignore[arg-type]
-
-
-def test_importing_the_schemas_stays_light() -> None:
-    """An agent imports the tool schemas alone: no pandas, scikit-learn, docker or pexpect."""
-    code = ("import sys, mle_gym.tools; "
-            "print(sorted(m for m in ('pandas', 'sklearn', 'scipy', 'docker', 'pexpect') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
