@@ -124,3 +124,70 @@ def test_arrow_held_answers_with_a_repeated_id_are_a_grader_fault() -> None:
     submission = pd.DataFrame({"id": pd.Series(["d", "b", "b", "a"], dtype=arrow), "y": [0.1] * 4})
     with pytest.raises(GradingError, match="the answers hold duplicate ids"):
         _validate(submission, answers)
+
+
+def test_ids_unique_as_whole_numbers_are_not_taken_as_unique_floats() -> None:
+    """2**53 and 2**53 + 1 are one float: remembered as unique whole numbers, they are still checked as floats."""
+    answers = pd.DataFrame({"id": np.array([2**53, 2**53 + 1], dtype=np.int64), "y": [0, 1]})
+    check_ids(answers.assign(y=0.5), answers, "id")
+    as_floats = pd.DataFrame({"id": [float(2**53), float(2**53) + 2], "y": [0.5, 0.5]})
+    with pytest.raises(GradingError, match="answers hold duplicate ids"):
+        check_ids(as_floats, answers, "id")
+
+
+def _arrow_frame(ids: list[str | None], y: object) -> pd.DataFrame:
+    return pd.DataFrame({"id": pd.Series(ids, dtype=pd.StringDtype(storage="pyarrow", na_value=np.nan)), "y": y})
+
+
+def test_arrow_held_answers_are_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    pa_compute = pytest.importorskip("pyarrow.compute")
+    answers = _arrow_frame(["a", "b", "c", "d"], [0, 1, 0, 1])
+    check_ids(answers.assign(y=0.5), answers, "id")
+    monkeypatch.setattr(pa_compute, "unique", lambda *a, **k: pytest.fail("the answers' ids were counted again"))
+    check_ids(answers.assign(y=0.5), answers.copy(deep=False), "id")  # the same Arrow array: remembered
+    with pytest.raises(pytest.fail.Exception):
+        check_ids(answers.assign(y=0.5), answers.assign(id=answers["id"] + ""), "id")  # a new array: counted
+
+
+@pytest.mark.parametrize("ids", [
+    ["dd", "cc", "bb", "aa"],             # shuffled: the hash table's positions
+    ["dd", "cc", "bb", "bb"],             # a duplicate, a missing id
+    ["dd", "cc", "bb", "zz"],             # an unknown id of the same width
+    ["dd", "cc", "bb", "z"],              # an id of another width: Arrow's lookup
+    ["dd", None, "bb", "aa"],             # a blank id: Arrow's lookup
+    ["dé", "cc", "bb", "aa"],             # as wide in bytes (UTF-8), not in characters
+])
+@pytest.mark.parametrize("hashes", ["real", "colliding answers", "colliding submission"])
+def test_ids_of_one_width_get_the_verdicts_of_pandas_hash_path(ids: list[str | None], hashes: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text ids of one byte width are matched by a table of hashes kept with the answers; hash collisions
+    (forced here) fall back to Arrow's lookup, so verdicts and alignment never depend on the hash."""
+    pytest.importorskip("pyarrow")
+    from mle_gym.grading import validation
+
+    answers = _arrow_frame(["aa", "bb", "cc", "dd"], [0, 1, 0, 1])
+    submission = _arrow_frame(ids, np.linspace(0.1, 0.9, len(ids)))
+    if hashes == "colliding answers":
+        monkeypatch.setattr(validation, "_row_hashes", lambda rows: np.zeros(len(rows), dtype=np.uint64))
+    elif hashes == "colliding submission":  # unique over the answers; 'dé' and 'dd' share a first byte
+        monkeypatch.setattr(validation, "_row_hashes", lambda rows: rows[:, 0].astype(np.uint64))
+    held = _verdict(submission, answers)
+    if hashes == "real" and None not in ids:
+        assert (validation._fixed_width_positions(  # the table ran where the widths agree
+            validation._arrow_strings(pd.Index(submission["id"])), validation._arrow_strings(pd.Index(answers["id"])),
+            answers["id"]) is None) == any(len(i.encode()) != 2 for i in ids)
+    monkeypatch.setattr(validation, "_arrow_strings", lambda key: None)
+    assert held == _verdict(submission, answers)
+
+
+def test_the_answers_hash_table_serves_later_gradings(monkeypatch: pytest.MonkeyPatch) -> None:
+    pa_compute = pytest.importorskip("pyarrow.compute")
+    rng = np.random.default_rng(3)
+    ids = [f"{k:08x}.jpg" for k in rng.permutation(2000)]
+    answers = _arrow_frame(ids, rng.integers(0, 2, 2000))
+    first = answers.sample(frac=1.0, random_state=0).assign(y=0.5)
+    expected = _validate(first, answers)
+    monkeypatch.setattr(pa_compute, "index_in", lambda *a, **k: pytest.fail("Arrow's lookup ran for ids of one width"))
+    pd.testing.assert_frame_equal(_validate(first, answers.copy(deep=False)), expected)
+    unknown = first.assign(id=first["id"].where(first["id"] != ids[5], "ffffffff.jpg"))
+    assert f"1 test id(s) are missing: '{ids[5]}'" in _verdict(unknown, answers)
