@@ -705,6 +705,10 @@ def align_to_answers(submission: pd.DataFrame, answers: pd.DataFrame, id_column:
     return _aligned(submission, answers, id_column, positions)
 
 
+# pandas warns of a fragmented frame when an insert leaves it more than 100 blocks (one column at least each).
+_NARROW_COLUMNS = 100
+
+
 def _aligned(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str, positions: np.ndarray) -> pd.DataFrame:
     n = len(answers)
     ids = _answer_ids(answers[id_column])
@@ -713,7 +717,9 @@ def _aligned(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str, po
     order = np.empty(n, dtype=np.intp)
     order[positions] = np.arange(n)
     where = submission.columns.get_loc(id_column)
-    if not isinstance(where, int):  # the id column more than once: every column taken, each id column replaced
+    if not isinstance(where, int) or submission.shape[1] > _NARROW_COLUMNS:
+        # The id column more than once (each replaced), or a wide frame that pandas would call fragmented
+        # after an insert: every column is taken.
         return submission.take(order).reset_index(drop=True).assign(**{id_column: ids})
     # The submission's ids are replaced by the answers' ids: only the other columns need reordering.
     aligned = submission.drop(columns=id_column).take(order).reset_index(drop=True)

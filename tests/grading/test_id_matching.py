@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -191,3 +193,22 @@ def test_the_answers_hash_table_serves_later_gradings(monkeypatch: pytest.Monkey
     pd.testing.assert_frame_equal(_validate(first, answers.copy(deep=False)), expected)
     unknown = first.assign(id=first["id"].where(first["id"] != ids[5], "ffffffff.jpg"))
     assert f"1 test id(s) are missing: '{ids[5]}'" in _verdict(unknown, answers)
+
+
+@pytest.mark.parametrize("classes", [3, 120])
+def test_aligning_keeps_the_column_order_and_warns_of_nothing(classes: int) -> None:
+    """Aligning shuffled rows moves the columns but the id; a wide frame (dog-breed's 120 classes) is taken
+    whole, as pandas would call it fragmented after an insert."""
+    import warnings
+
+    targets = [f"c{k}" for k in range(classes)]
+    rng = np.random.default_rng(4)
+    answers = pd.DataFrame({"id": [f"i{k:04d}" for k in range(50)], **{t: rng.integers(0, 2, 50) for t in targets}})
+    written = pd.DataFrame({"c0": rng.random(50), "id": answers["id"], **{t: rng.random(50) for t in targets[1:]}})
+    # As read from a file: pandas may give each column a block of its own.
+    shuffled = pd.read_csv(io.StringIO(written.sample(frac=1.0, random_state=5).to_csv(index=False)))
+    written = pd.read_csv(io.StringIO(written.to_csv(index=False)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        aligned = align_to_answers(shuffled, answers, "id")
+    pd.testing.assert_frame_equal(aligned, written, check_exact=True)
