@@ -7,10 +7,11 @@ Three comparisons, each interleaved in rounds so that machine noise hits both si
                    process (goal: 1.5x); the new process reads the image's recorded walk
                    ($XDG_CACHE_HOME/mle-gym/probes). Shown too: a process with no record (it walks the image).
   back to back     resets with no time between them (a trainer faster than a container start), and every
-                   0.5 s, with warm_pool_depth 1 vs 2: per-reset p50 and p90
-Usage: python bench/bench_cold_start.py [ROUNDS] [--image IMAGE] [--only import] [--baseline TREE]
-`--only import` runs the first comparison alone (no Docker needed); `--baseline TREE` runs it in that
-tree too (a checkout of another commit, e.g. main's), the two trees interleaved in each round.
+                   0.5 s, with warm_pool_depth 1 vs 2 (`--depths`, `--intervals` choose others): p50 and p90
+Usage: python bench/bench_cold_start.py [ROUNDS] [--image IMAGE] [--only import|resets] [--baseline TREE]
+`--only import` runs the first comparison alone (no Docker needed), `--only resets` the last; `--baseline
+TREE` runs the import comparison in that tree too (a checkout of another commit, e.g. main's), the two
+trees interleaved in each round.
 """
 
 from __future__ import annotations
@@ -119,11 +120,17 @@ def main() -> None:
     parser.add_argument("rounds", nargs="?", type=int, default=3)
     parser.add_argument("--image", default="mle-gym:slim")
     parser.add_argument("--resets", type=int, default=10)
-    parser.add_argument("--only", choices=["import"], help="run only the import comparison")
+    parser.add_argument("--only", choices=["import", "resets"],
+                        help="run only the import comparison, or only the back-to-back resets")
+    parser.add_argument("--depths", type=int, nargs="+", default=[1, 2], help="warm_pool_depth values to compare")
+    parser.add_argument("--intervals", type=float, nargs="+", default=[0.0, 0.5], help="seconds between resets")
     parser.add_argument("--baseline", type=Path, help="another tree to run the import comparison in, side by side")
     args = parser.parse_args()
 
     trees = {"this tree": REPO} | ({f"baseline {args.baseline}": args.baseline.resolve()} if args.baseline else {})
+    if args.only == "resets":
+        resets(args)
+        return
     measures = (("import mle_gym", IMPORT_ONLY), ("import mle_gym, gymnasium", IMPORT_WITH_GYMNASIUM),
                 ("gym.make", IMPORT_AND_MAKE))
     imports = {side: {key: [] for key, _ in measures} for side in trees}
@@ -162,8 +169,12 @@ def main() -> None:
     print(f"first reset, later env same process       p50 {later * 1000:7.0f} ms   ratio {f / later:.2f}x (goal 1.5x)")
     print(f"first reset, new process, no record       p50 {u * 1000:7.0f} ms   ({u / later:.2f}x the later env)")
 
-    for interval in (0.0, 0.5):
-        for depth in (1, 2):
+    resets(args)
+
+
+def resets(args: argparse.Namespace) -> None:
+    for interval in args.intervals:
+        for depth in args.depths:
             times = []
             for _ in range(args.rounds):
                 times += back_to_back(args.image, depth, interval, args.resets)
