@@ -188,6 +188,7 @@ class MLEEnv(gym.Env[str, dict]):
         self._last_auto = 0.0
         self._listeners: list[Callable[[str, dict[str, Any]], None]] = []
         self._sandbox_fresh = False
+        self._warm_up_grading = False  # set when the env makes its sandbox; the episode's start then warms grading
         # Counted among the Docker episodes alive on this machine from now on, so that envs made side by
         # side (a vector env's) share its memory under memory="auto" (see mle_gym.envs.host_memory).
         self._live = host_memory.register_episode() if self.config.sandbox == "docker" else None
@@ -260,9 +261,7 @@ class MLEEnv(gym.Env[str, dict]):
         if self.config.prompt == "mlebench" and self._mlebench_text is None:
             self._mlebench_text = load_mlebench_text(self.competition, root=data_root())
         if self.sandbox is None:
-            # The grading process server imports pandas and scikit-learn: a few seconds, paid
-            # while the episode runs rather than when it ends.
-            threading.Thread(target=warm_up, name="mle-gym-grading-warm-up", daemon=True).start()
+            self._warm_up_grading = True
             options = self.config.backend_options()
             if self.config.sandbox == "docker":
                 options = host_memory.resolve_memory(options, self._live)
@@ -339,6 +338,12 @@ class MLEEnv(gym.Env[str, dict]):
         if self.branch is not None:
             info["branch"] = dict(self.branch)
             info["restored"] = restored
+        if self._warm_up_grading:
+            # The grading worker imports pandas and scikit-learn (seconds of CPU): started once the episode
+            # has begun, so it runs beside the agent's first steps, neither in this reset's container start
+            # (on few cores it slowed a new process's first reset) nor when the episode ends.
+            self._warm_up_grading = False
+            threading.Thread(target=warm_up, name="mle-gym-grading-warm-up", daemon=True).start()
         return prompt, info
 
     def _open_episode_data(self, seed: int | None) -> None:

@@ -66,3 +66,30 @@ def test_warm_pool_depth_reaches_the_docker_backend() -> None:
     assert options["warm_pool_depth"] == 3
     assert DockerSandboxConfig(**options).warm_pool_depth == 3
     assert "warm_pool_depth" not in make_config("aerial-cactus-identification", {}).backend_options()
+
+
+def test_grading_warms_up_once_the_first_episode_has_begun(monkeypatch) -> None:
+    """The grading worker's imports (seconds of CPU) must not compete with the first reset's sandbox start."""
+    import threading
+
+    import gymnasium as gym
+
+    import mle_gym.envs.mle_env as mle_env
+
+    calls: list[bool] = []
+    called = threading.Event()
+    env = gym.make("mle/aerial-cactus", sandbox="local", data="sample")
+
+    def record() -> None:
+        calls.append(bool(env.unwrapped._active))  # the episode had begun when the warm-up started
+        called.set()
+
+    monkeypatch.setattr(mle_env, "warm_up", record)
+    try:
+        env.reset(seed=0)
+        assert called.wait(30)
+        env.reset(seed=1)
+        env.step({"name": "bash", "arguments": {"command": "true"}})
+    finally:
+        env.close()
+    assert calls == [True]  # once per sandbox the env makes, after the reset that made it
