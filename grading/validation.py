@@ -481,7 +481,10 @@ def _remember(facts: _Facts, memory: tuple[object, _Where], fact: object) -> Non
 
 
 def _forget(facts: _Facts, owner_id: int, ref: weakref.ref[object]) -> None:
-    with _FACTS_LOCK:
+    lock = _FACTS_LOCK
+    if lock is None:  # the interpreter is shutting down and has already cleared this module's names
+        return
+    with lock:
         entry = facts.get(owner_id)
         if entry is not None and entry[0] is ref:
             del facts[owner_id]
