@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import subprocess
 
 import gymnasium as gym
 import pytest
+from packaging.utils import canonicalize_name
 
 import mle_gym  # noqa: F401  (registers the environments)
 from mle_gym.baselines.scripted import ScriptedAgent
@@ -87,13 +87,10 @@ def test_the_image_holds_exactly_the_lock(full_image: str) -> None:
     manifest = read_manifest(full_image)
     assert manifest["lock_sha256"] == hashlib.sha256(lock_file().read_bytes()).hexdigest(), \
         "this image was built from another lock; rebuild it with `mle-gym image build --offline --profile full`"
-
-    def normal(name: str) -> str:
-        return re.sub(r"[-_.]+", "-", name).lower()
-
     _, layers = read_lock()
-    locked = {normal(line.split("==", 1)[0]): line.split("==", 1)[1].split()[0] for x in layers for line in x.lines}
-    installed = {normal(name): version for name, version in manifest["packages"].items()}
+    locked = {canonicalize_name(line.split("==", 1)[0]): line.split("==", 1)[1].split()[0]
+              for x in layers for line in x.lines}
+    installed = {canonicalize_name(name): version for name, version in manifest["packages"].items()}
     assert installed == locked
 
 

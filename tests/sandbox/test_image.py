@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from mle_gym.errors import DockerUnavailableError
@@ -68,21 +69,21 @@ def test_the_lock_is_complete_current_and_hashed() -> None:
     the package file as it is (so editing a pin without remaking the lock fails here)."""
     assert lock_is_current(), "requirements-full.lock is older than requirements-full.txt: run scripts/lock_full_image.py"
     _, layers = read_lock()
-    _, packages = read_stack()
+    stack_layers, packages = read_stack()
     locked: dict[str, str] = {}
     for layer in layers:
         for line in layer.lines:
             name, rest = line.split("==", 1)
             version, *hashes = rest.split()
             assert hashes and all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), line[:120]
-            key = re.sub(r"[-_.]+", "-", name).lower()
+            key = canonicalize_name(name)
             assert key not in locked, f"{name} is locked twice"
             locked[key] = version
     for package in packages:  # versions compare as versions (MLE-bench pins openai==0.28; the lock says 0.28.0)
-        found = locked.get(re.sub(r"[-_.]+", "-", package.distribution).lower())
+        found = locked.get(canonicalize_name(package.distribution))
         assert found is not None and Version(found) == Version(package.version), package
     assert {"pip", "setuptools", "wheel"} <= set(locked) and len(locked) > 250  # dependencies included
-    assert layers[0].name == "bootstrap" and [x.name for x in layers[1:]] == [x.name for x in read_stack()[0]]
+    assert layers[0].name == "bootstrap" and [x.name for x in layers[1:]] == [x.name for x in stack_layers]
 
 
 def test_a_malformed_lock_line_names_its_line(tmp_path: Path) -> None:

@@ -319,10 +319,15 @@ def read_lock(path: Path | None = None) -> tuple[str, list[LockLayer]]:
     return source, layers
 
 
+def stack_sha256() -> str:
+    """The package file's SHA-256, which the lock records as the source it was made from."""
+    return hashlib.sha256(stack_file().read_bytes()).hexdigest()
+
+
 def lock_is_current() -> bool:
     """Whether the lock was made from the package file as it is now."""
     source, _ = read_lock()
-    return source == hashlib.sha256(stack_file().read_bytes()).hexdigest()
+    return source == stack_sha256()
 
 
 def full_stack_dockerfile(layers: Sequence[LockLayer], base: str, *, ca_bundle: bool = False) -> str:
@@ -484,14 +489,14 @@ def build_image(
     free, where = check_disk(need)
     _say(progress, f"building {tag} (profile {profile}, {'offline' if offline else 'registry'} route): needs about "
                    f"{need:.0f} GB of disk, {free:.0f} GB free under {where}")
+    if profile == "full" and not lock_is_current():
+        raise ImageBuildError(
+            f"{LOCK_FILE} was made from another version of {STACK_FILE}; regenerate it with "
+            "`python scripts/lock_full_image.py` (needs uv and PyPI) so the image installs what the package file says")
     with tempfile.TemporaryDirectory(prefix="mle-gym-build-") as tmp:
         context = Path(tmp)
         shutil.copy(stack_file(), context / STACK_FILE)
         shutil.copy(lock_file(), context / LOCK_FILE)
-        if profile == "full" and not lock_is_current():
-            raise ImageBuildError(
-                f"{LOCK_FILE} was made from another version of {STACK_FILE}; regenerate it with "
-                "`python scripts/lock_full_image.py` (needs uv and PyPI) so the image installs what the package file says")
         ca = pip_ca_bundle()
         (context / "pip-ca.crt").write_bytes(ca.read_bytes() if ca is not None else b"")
         if offline:
@@ -542,7 +547,8 @@ def build_image(
 
 
 def _stack_key() -> str:
-    return hashlib.sha256(stack_file().read_bytes() + lock_file().read_bytes()).hexdigest()[:12]
+    # the lock names the package file it was made from (a full build refuses one that is not current)
+    return hashlib.sha256(lock_file().read_bytes()).hexdigest()[:12]
 
 
 def _ensure_offline_base(docker: str, base_tag: str, cache_dir: Path, mirror: str | None, rebuild: bool,
