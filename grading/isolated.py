@@ -393,15 +393,19 @@ def _run_child(request: dict[str, Any], limits: GradingLimits) -> dict[str, Any]
             worker = _WORKERS.replace(worker)
             worker.wait_ready()
             worker.conn.send_bytes(message)
+        sent = time.monotonic()
         if not wait([worker.conn], timeout=limits.timeout_s):
             log.warning("%s: the %s process ran past %g s; killing it", request["competition_id"],
                         request["task"], limits.timeout_s)
             return {"kind": "timeout"}
+        # The poll under `wait` counts in whole milliseconds, so an answer can come in after a
+        # sub-millisecond limit has passed: the clock, not the poll, says whether it was in time.
+        late = time.monotonic() - sent > limits.timeout_s
         payload = _receive(worker.conn)
         exitcode = worker.exitcode() if payload is None else None
         result = _outcome(request, payload, exitcode)
         healthy = payload is not None and result["kind"] != "memory" and not result.get("retire")
-        return result
+        return {"kind": "timeout"} if late else result
     finally:
         _WORKERS.give_back(worker, healthy)
 

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from mle_gym.competitions import Competition, get_competition
 from mle_gym.competitions.datasets import Dataset, load_dataset
 from mle_gym.errors import CompetitionNotFoundError, GradingError, InvalidSubmissionError
+from mle_gym.grading import isolated
 from mle_gym.grading.isolated import (
     GradingLimits,
     grade_isolated,
@@ -150,6 +151,30 @@ def test_timeout_makes_the_submission_invalid(tmp_path: Path) -> None:
     assert _no_children_left()
     assert grade_isolated(CACTUS, sample, data.private, sample_data=True) == comp.grade(
         sample, data.private, sample_data=True)
+
+
+def test_an_answer_after_a_limit_below_the_polls_millisecond_is_late(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The poll under the wait counts whole milliseconds: a warm worker with the answers cached can check
+    # 200 rows in less than that, and must still be judged by the clock against a 1 µs limit. The
+    # parent here looks only after the answer is in (as it does when the worker beats the poll).
+    comp, data, sample = _sample(CACTUS)
+    assert validate_isolated(CACTUS, sample, data.private)[0]  # warm, answers cached
+    real_wait = isolated.wait
+
+    def wait_after_the_answer(connections, timeout=None):
+        real_wait(connections)
+        return real_wait(connections, timeout)
+
+    monkeypatch.setattr(isolated, "wait", wait_after_the_answer)
+    limits = GradingLimits(timeout_s=1e-6)
+    for _ in range(20):
+        assert validate_isolated(CACTUS, sample, data.private, limits) == (
+            False, "validation stopped: it took longer than 1e-06 s to parse and check the submission (limit timeout_s)")
+    report = grade_isolated(CACTUS, sample, data.private, sample_data=True, limits=limits)
+    assert report.reason == "grading stopped: it took longer than 1e-06 s to parse and score the submission (limit timeout_s)"
+    # A late answer is still a whole one: the worker is kept and the next check is judged on its merits.
+    assert grade_isolated(CACTUS, sample, data.private, sample_data=True) == comp.grade(sample, data.private, sample_data=True)
+    assert _no_children_left()
 
 
 def test_limits_are_checked() -> None:
