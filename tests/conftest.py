@@ -18,7 +18,11 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "mlebench"
 # also those made by the CLI subprocesses the tests start, which inherit the variable), so the leak
 # check and the cleanup below touch only this run's own: never a user's live episodes or another
 # test run's images on the same daemon. CI passes its own label (see .ci/run).
+# Under pytest-xdist each worker is a run of its own, `<label>-gw<N>` (its cleanups must not take a data
+# image another worker is about to start a container from); .ci/run's leftover check counts those too.
 RUN_LABEL = os.environ.setdefault("MLE_GYM_RUN_LABEL", f"pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    RUN_LABEL = os.environ["MLE_GYM_RUN_LABEL"] = f"{RUN_LABEL}-{os.environ['PYTEST_XDIST_WORKER']}"
 
 
 @pytest.fixture(scope="session")
@@ -93,12 +97,51 @@ def containers_of_this_run():
 
 @pytest.fixture(scope="session", autouse=True)
 def _no_leaked_containers(_docker_problem: str | None):
-    """After the whole run, no container made by this process may be left; the data images it built go
-    (only those carrying this run's label: another process's, even one built meanwhile, stay)."""
+    """After the whole run, no container made by this process may be left."""
     yield
     if _docker_problem is None:
         leaked = our_containers()
-        from mle_gym.sandbox.docker import gc_data_images
-
-        gc_data_images(older_than_s=0, only_run=RUN_LABEL)  # the data images of this run's throwaway datasets
         assert not leaked, f"containers leaked by this test run: {leaked}"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The data images this run built go once every worker is done (only those carrying this run's
+    label, or one of its workers' labels: another process's, even one built meanwhile, stay). A worker
+    leaves its own to the end: another worker may be starting a container from an image it built."""
+    if hasattr(session.config, "workerinput") or docker_problem() is not None:
+        return
+    from mle_gym.sandbox.docker import DATA_REPO, LABEL_RUN, _connect, gc_data_images
+
+    client = _connect(10)
+    try:
+        labels = {(image.labels or {}).get(LABEL_RUN, "") for image in client.images.list(name=DATA_REPO)}
+    finally:
+        client.close()
+    for label in {RUN_LABEL} | {value for value in labels if value.startswith(f"{RUN_LABEL}-gw")}:
+        gc_data_images(older_than_s=0, only_run=label)  # the data images of this run's throwaway datasets
+
+
+# -- running on several workers (pytest-xdist, `-n 2` in pyproject's addopts) -----------------------
+# The tests that flood the storage driver (fuse-overlayfs here: 100,000 folders, 150,000 files, walks
+# of the whole image) run one after another on one worker, and first, so that neither two of them
+# share the disk nor one of them is the run's last minutes.
+DISK_HEAVY = ("tests/security/test_agent_made_faults.py", "tests/security/test_disk_and_output_floods.py",
+              "tests/sandbox/test_docker_cold_start.py", "tests/security/test_checkpoints.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `--dist loadgroup` a module's tests stay together on one worker, in their order (its
+    module-scoped fixtures are made once, and a test that checks what the module left runs last), and
+    the disk-heavy modules form one group that runs first."""
+    root = config.rootpath
+
+    def group(item: pytest.Item) -> str:
+        path = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
+        return "disk-heavy" if path in DISK_HEAVY else path
+
+    groups = {item.nodeid: group(item) for item in items}
+    items.sort(key=lambda item: groups[item.nodeid] != "disk-heavy")  # stable: the order within stays
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))

@@ -89,8 +89,9 @@ def test_going_over_disk_limit_ends_the_episode(open_episode, where: str) -> Non
 
 def test_a_flood_of_empty_files_ends_the_episode(open_episode) -> None:
     """Empty files take no blocks but each takes one of the host's inodes: each counts a block
-    (agentd.INODE_CHARGE), so 150,000 of them go over a 500 MB limit, and the episode ends."""
-    episode = open_episode(disk_limit="500m", command_timeout_s=120, max_steps=10)
+    (agentd.INODE_CHARGE), so 150,000 of them go over a 500 MB limit, and the episode ends. (600 s for
+    the command: making them takes 40 s on an idle machine, several times that while other tests run.)"""
+    episode = open_episode(disk_limit="500m", command_timeout_s=600, max_steps=10)
     before = episode.host_free()
     script = ("python3 -c $'import os\\nfor d in range(150):\\n    os.mkdir(f\"/home/code/e{d}\")\\n"
               "    for f in range(1000):\\n        os.close(os.open(f\"/home/code/e{d}/{f}\", os.O_CREAT | os.O_WRONLY))\\n"
