@@ -6,7 +6,9 @@ with MLE_GYM_REQUIRE_DOCKER=1 (CI sets it) those skips become failures.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -20,7 +22,7 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "mlebench"
 # test run's images on the same daemon. CI passes its own label (see .ci/run).
 # Under pytest-xdist each worker is a run of its own, `<label>-gw<N>` (its cleanups must not take a data
 # image another worker is about to start a container from); .ci/run's leftover check counts those too.
-RUN_LABEL = os.environ.setdefault("MLE_GYM_RUN_LABEL", f"pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+RUN_LABEL = BASE_RUN_LABEL = os.environ.setdefault("MLE_GYM_RUN_LABEL", f"pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     RUN_LABEL = os.environ["MLE_GYM_RUN_LABEL"] = f"{RUN_LABEL}-{os.environ['PYTEST_XDIST_WORKER']}"
 
@@ -127,6 +129,28 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 # share the disk nor one of them is the run's last minutes.
 DISK_HEAVY = ("tests/security/test_agent_made_faults.py", "tests/security/test_disk_and_output_floods.py",
               "tests/sandbox/test_docker_cold_start.py", "tests/security/test_checkpoints.py")
+
+
+@pytest.fixture(autouse=True)
+def _alone_when_asked(request: pytest.FixtureRequest):
+    """A test marked `alone` runs while no other worker runs a test: it waits for the one under way to
+    end, and the others wait for it (a reader-writer lock over two lock files: the gate, taken for the
+    whole test by an `alone` one and for a moment by the others, keeps it from waiting for ever)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    alone = request.node.get_closest_marker("alone") is not None
+    base = Path(tempfile.gettempdir()) / f"mle-gym-tests-{BASE_RUN_LABEL}"
+    with open(f"{base}.gate.lock", "a") as gate, open(f"{base}.tests.lock", "a") as tests:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        fcntl.flock(tests, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(tests, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1617,6 +1617,9 @@ class Warden:
     fails closed (the reply says so, and the host ends the episode at its disk limit). Writes by
     others to the same file system count in the bound too: they make a walk due (and so, for an
     agent with more files than URGENT_WALK_S walks, can end its episode), never a breach by bytes.
+    What others free counts too, the other way: it hides as much of the agent's writes until the
+    next pass, so the limit can be passed by that much for at most a gap and a pass (the file
+    system then holds no more than when the last pass began, plus the room the agent had left).
     """
 
     def __init__(self, config: dict) -> None:
