@@ -110,7 +110,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """The data images this run built go once every worker is done (only those carrying this run's
     label, or one of its workers' labels: another process's, even one built meanwhile, stay). A worker
     leaves its own to the end: another worker may be starting a container from an image it built."""
-    if hasattr(session.config, "workerinput") or docker_problem() is not None:
+    if hasattr(session.config, "workerinput"):
+        return
+    for lock in ("gate", "tests"):  # the `alone` marker's lock files (below)
+        _alone_lock(lock).unlink(missing_ok=True)
+    if docker_problem() is not None:
         return
     from mle_gym.sandbox.docker import DATA_REPO, LABEL_RUN, _connect, gc_data_images
 
@@ -131,6 +135,10 @@ DISK_HEAVY = ("tests/security/test_agent_made_faults.py", "tests/security/test_d
               "tests/sandbox/test_docker_cold_start.py", "tests/security/test_checkpoints.py")
 
 
+def _alone_lock(name: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"mle-gym-tests-{BASE_RUN_LABEL}.{name}.lock"
+
+
 @pytest.fixture(autouse=True)
 def _alone_when_asked(request: pytest.FixtureRequest):
     """A test marked `alone` runs while no other worker runs a test: it waits for the one under way to
@@ -140,8 +148,7 @@ def _alone_when_asked(request: pytest.FixtureRequest):
         yield
         return
     alone = request.node.get_closest_marker("alone") is not None
-    base = Path(tempfile.gettempdir()) / f"mle-gym-tests-{BASE_RUN_LABEL}"
-    with open(f"{base}.gate.lock", "a") as gate, open(f"{base}.tests.lock", "a") as tests:
+    with open(_alone_lock("gate"), "a") as gate, open(_alone_lock("tests"), "a") as tests:
         fcntl.flock(gate, fcntl.LOCK_EX)
         if not alone:
             fcntl.flock(gate, fcntl.LOCK_UN)
