@@ -148,7 +148,7 @@ def test_an_agent_that_lowers_its_oom_score_still_cannot_end_the_harness(open_ep
 
 
 # -- 4. many files ------------------------------------------------------------------------------------
-@pytest.mark.alone  # the disk's counters and a 0.5 s walk deadline: see the `alone` marker
+@pytest.mark.alone  # the flood is noticed through the disk's counters: see the `alone` marker
 def test_100000_folders_in_tmp_neither_raise_nor_escape_the_disk_limit(open_episode) -> None:
     # 3g, not 1g: the disk's own counters (which every writer on the host moves) must stay under the
     # limit while the folders are made, or a whole walk of 100,000 folders is forced at once.
@@ -170,7 +170,7 @@ def test_100000_folders_in_tmp_neither_raise_nor_escape_the_disk_limit(open_epis
     assert "grade" in flood.info
 
 
-@pytest.mark.alone  # the disk's counters and a 0.5 s walk deadline: see the `alone` marker
+@pytest.mark.alone  # a 0.5 s walk deadline, and the disk's counters: see the `alone` marker
 def test_a_disk_check_past_its_deadline_ends_the_episode_at_its_disk_limit(open_episode, monkeypatch) -> None:
     """The old check raised SandboxError when its walk passed the host's deadline (60 s; 100,000
     folders on fuse-overlayfs did it). Here the deadline is cut to half a second so that 30,000
